@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+)
+
+func runCheck(_ context.Context, args []string, _ io.Reader, stdout, _ io.Writer) error {
+	fs := newFlagSet("check", "Validate a gateway config file and print what it configures.\nExits non-zero and lists every problem (file:line: field: message) on errors.", stdout)
+	configFile := fs.String("config", "", "gateway config `file` to check (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *configFile == "" {
+		return fmt.Errorf("%w: check needs --config FILE", errUsage)
+	}
+	cfg, err := loadConfig(*configFile)
+	if err != nil {
+		return &exitError{code: 1, msg: "invalid configuration:\n" + err.Error()}
+	}
+	fmt.Fprintf(stdout, "%s: OK\n", cfg.File)
+	fmt.Fprintf(stdout, "  listen.proxy   %s\n", cfg.ProxyListen)
+	entries := cfg.Allowlist.Entries()
+	if len(entries) == 0 {
+		fmt.Fprintln(stdout, "  allowlist      (empty: every host is denied)")
+	}
+	for i, e := range entries {
+		label := "allowlist"
+		if i > 0 {
+			label = ""
+		}
+		fmt.Fprintf(stdout, "  %-14s %s (%s)\n", label, e.Domain, e.Kind)
+	}
+	cidrs := make([]string, len(cfg.AllowCIDRs))
+	for i, p := range cfg.AllowCIDRs {
+		cidrs[i] = p.String()
+	}
+	fmt.Fprintf(stdout, "  allow_cidrs    %s\n", orNone(strings.Join(cidrs, ", ")))
+	servers := make([]string, len(cfg.DNSServers))
+	for i, s := range cfg.DNSServers {
+		servers[i] = s.String()
+	}
+	fmt.Fprintf(stdout, "  dns.servers    %s\n", orDefault(strings.Join(servers, ", "), "(system resolver)"))
+	fmt.Fprintf(stdout, "  upstream CA    %s\n", orDefault(cfg.UpstreamCAFile, "(system roots)"))
+	fmt.Fprintf(stdout, "  log.level      %s\n", cfg.LogLevel)
+	return nil
+}
+
+func orNone(s string) string { return orDefault(s, "(none)") }
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

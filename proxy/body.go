@@ -1,0 +1,49 @@
+package proxy
+
+import (
+	"io"
+
+	"github.com/rs/zerolog"
+)
+
+// loggingBody counts the response bytes read through it and writes the
+// request's decision line when it is closed, which is when goproxy has
+// finished copying it to the client.
+type loggingBody struct {
+	io.ReadCloser
+	d   *decision
+	log *zerolog.Logger
+}
+
+func (b *loggingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.d.addOut(int64(n))
+	return n, err
+}
+
+func (b *loggingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.d.log(b.log)
+	return err
+}
+
+// loggingRWBody is loggingBody for a 101 Switching Protocols body, which
+// goproxy writes to as well (websockets).
+type loggingRWBody struct {
+	loggingBody
+	w io.Writer
+}
+
+func (b *loggingRWBody) Write(p []byte) (int, error) {
+	n, err := b.w.Write(p)
+	b.d.addIn(int64(n))
+	return n, err
+}
+
+func wrapLoggingBody(body io.ReadCloser, d *decision, log *zerolog.Logger) io.ReadCloser {
+	lb := loggingBody{ReadCloser: body, d: d, log: log}
+	if w, ok := body.(io.Writer); ok {
+		return &loggingRWBody{loggingBody: lb, w: w}
+	}
+	return &lb
+}

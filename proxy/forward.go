@@ -1,0 +1,181 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/elazarl/goproxy"
+)
+
+// newForwarder configures goproxy for plain-HTTP forwarding. Every default
+// that could bypass us is replaced: our transport (our guard, verified TLS,
+// no proxy from the environment), no goproxy CA, no HTTP/2 passthrough.
+// CONNECT never reaches it (ServeHTTP takes CONNECT first).
+func (s *Server) newForwarder() *goproxy.ProxyHttpServer {
+	gp := goproxy.NewProxyHttpServer()
+	gp.Tr = s.transport
+	gp.ConnectDial = nil // NewProxyHttpServer reads HTTPS_PROXY into this
+	gp.ConnectDialWithReq = nil
+	gp.AllowHTTP2 = false
+	gp.Verbose = false
+	gp.Logger = newStdLogger(s.log)
+	gp.KeepAcceptEncoding = true
+	gp.NonproxyHandler = http.HandlerFunc(s.serveNonProxy)
+	gp.OnRequest().DoFunc(s.onRequest)
+	gp.OnResponse().DoFunc(s.onResponse)
+	return gp
+}
+
+// serveNonProxy answers origin-form requests ("GET / HTTP/1.1" sent to the
+// proxy port as if it were a web server), including the stand-in for a
+// header block the framing check refused.
+func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
+	d := newDecision(clientAddr(r), modeHTTP)
+	d.method = r.Method
+	den := badRequest("", "not a proxy request: send absolute-form requests (http://host/path) or CONNECT; set HTTP_PROXY/HTTPS_PROXY to this gateway")
+	if fc, ok := r.Context().Value(connKey{}).(*framingConn); ok {
+		if reason, rejected := fc.rejected(); rejected {
+			den = badRequest("", "%s", reason)
+		}
+	}
+	d.refuse(den)
+	den.write(w)
+	d.log(&s.log)
+}
+
+// onRequest judges an absolute-form request. A non-nil response refuses it;
+// goproxy then skips the upstream and answers with it.
+func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	d := newDecision(clientAddr(r), modeHTTP)
+	d.method = r.Method
+	ctx.UserData = d
+	ctx.RoundTripper = goproxy.RoundTripperFunc(s.roundTrip)
+
+	var defaultPort uint16
+	switch strings.ToLower(r.URL.Scheme) {
+	case "http":
+		defaultPort = 80
+	case "https":
+		defaultPort = 443
+	default:
+		return r, s.refuse(r, d, badRequest(r.URL.Host, "scheme %q is not proxied; only http and https", r.URL.Scheme))
+	}
+	t, den := parseTarget(r.URL.Hostname(), r.URL.Port(), defaultPort)
+	d.host, d.port = t.host, t.port
+	if den != nil {
+		return r, s.refuse(r, d, den)
+	}
+	p := s.policy.Load()
+	v, den := judge(p, t)
+	if v.Allowed {
+		d.entry = v.Entry.Domain
+	}
+	if den != nil {
+		return r, s.refuse(r, d, den)
+	}
+
+	// Route by the request target only: the upstream sees Host = the target
+	// authority whatever the client put in its Host header (RFC 9112 §3.2.2),
+	// and no userinfo.
+	r.URL.Scheme = strings.ToLower(r.URL.Scheme)
+	r.URL.User = nil
+	r.URL.Host = t.authority(defaultPort)
+	r.Host = r.URL.Host
+	stripHopByHop(r.Header)
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
+	}
+	return r.WithContext(context.WithValue(r.Context(), policyKey{}, p)), nil
+}
+
+// refuse answers a request with a denial and records it.
+func (s *Server) refuse(r *http.Request, d *decision, den *denial) *http.Response {
+	d.refuse(den)
+	resp := den.response(r)
+	resp.Body = &loggingBody{ReadCloser: resp.Body, d: d, log: &s.log}
+	return resp
+}
+
+// roundTrip sends an allowed request upstream and ties the decision line to
+// the end of the response body, where the request really ends.
+func (s *Server) roundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Response, error) {
+	resp, err := s.transport.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	d := ctx.UserData.(*decision)
+	d.status = resp.StatusCode
+	resp.Body = wrapLoggingBody(resp.Body, d, &s.log)
+	return resp, nil
+}
+
+// onResponse turns an upstream failure into our answer. Successful responses
+// pass through untouched (their body already logs the decision).
+func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
+	if resp != nil {
+		return resp
+	}
+	d, _ := ctx.UserData.(*decision)
+	if d == nil {
+		d = newDecision(clientAddr(ctx.Req), modeHTTP)
+	}
+	den := classifyUpstream(ctx.Error, d.host)
+	return s.refuse(ctx.Req, d, den)
+}
+
+// hopByHop are the headers that belong to one connection (RFC 9110 §7.6.1).
+var hopByHop = [...]string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// stripHopByHop removes hop-by-hop headers, the headers Connection names,
+// and every Proxy-* header, keeping a websocket Upgrade intact.
+func stripHopByHop(h http.Header) {
+	upgrade := h.Get("Upgrade")
+	isUpgrade := upgrade != "" && headerHasToken(h, "Connection", "upgrade")
+	for _, v := range h["Connection"] {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" && !strings.EqualFold(name, "upgrade") {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopByHop {
+		h.Del(name)
+	}
+	for name := range h {
+		if len(name) >= 6 && strings.EqualFold(name[:6], "proxy-") {
+			delete(h, name)
+		}
+	}
+	if isUpgrade {
+		h.Set("Connection", "Upgrade")
+		h.Set("Upgrade", upgrade)
+	}
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h[name] {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// countingBody counts the bytes read through it.
+type countingBody struct {
+	io.ReadCloser
+	add func(int64)
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.add(int64(n))
+	return n, err
+}

@@ -1,0 +1,228 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/elazarl/goproxy"
+	"github.com/rs/zerolog"
+
+	"github.com/hookgate/hookgate/allowlist"
+)
+
+// Policy is one generation of the rules: which hosts may be reached and which
+// addresses may be dialled. It is immutable; a reload builds a new one and
+// swaps it in (SetPolicy), and each request keeps the one it started with.
+type Policy struct {
+	Allowlist *allowlist.Policy
+	Addrs     *allowlist.AddrPolicy
+}
+
+// Timeouts bound every wait the gateway makes on a client or an upstream.
+// A zero field takes the default named in its comment.
+type Timeouts struct {
+	Resolve        time.Duration // one DNS lookup; 5s
+	Dial           time.Duration // one TCP connect; 10s
+	ReadHeader     time.Duration // a client's request header; 10s
+	ClientHello    time.Duration // a tunnel's TLS ClientHello after 200; 10s
+	ResponseHeader time.Duration // an upstream's response header; 60s
+	Idle           time.Duration // an idle keep-alive connection, either side; 90s
+	TunnelIdle     time.Duration // a tunnel with no bytes either way; 10m
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	t.Resolve = durationOr(t.Resolve, 5*time.Second)
+	t.Dial = durationOr(t.Dial, 10*time.Second)
+	t.ReadHeader = durationOr(t.ReadHeader, 10*time.Second)
+	t.ClientHello = durationOr(t.ClientHello, 10*time.Second)
+	t.ResponseHeader = durationOr(t.ResponseHeader, 60*time.Second)
+	t.Idle = durationOr(t.Idle, 90*time.Second)
+	t.TunnelIdle = durationOr(t.TunnelIdle, 10*time.Minute)
+	return t
+}
+
+// Options configure a Server.
+type Options struct {
+	// Policy is the initial policy. It must not be nil.
+	Policy *Policy
+	// Resolver resolves upstream names. If nil, the system resolver.
+	Resolver Resolver
+	// UpstreamRoots verifies upstream TLS. If nil, the system roots.
+	UpstreamRoots *x509.CertPool
+	// Logger receives the decision lines and warnings.
+	Logger zerolog.Logger
+	// Timeouts; zero fields take their defaults.
+	Timeouts Timeouts
+	// MaxHeaderBytes caps a request header block. If zero, 64 KiB.
+	MaxHeaderBytes int
+}
+
+// Server is the explicit egress proxy. Create it with New, run it with Serve,
+// stop it with Shutdown.
+type Server struct {
+	policy   atomic.Pointer[Policy]
+	guard    *Guard
+	log      zerolog.Logger
+	timeouts Timeouts
+	maxHdr   int
+
+	transport *http.Transport
+	forwarder *goproxy.ProxyHttpServer
+	http      *http.Server
+
+	// hijacked tracks CONNECT connections, which http.Server.Shutdown does
+	// not see once they are hijacked; Shutdown waits for them, then closes them.
+	mu       sync.Mutex
+	hijacked map[net.Conn]struct{}
+	tunnels  sync.WaitGroup
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New builds a Server; it listens on nothing until Serve.
+func New(o Options) (*Server, error) {
+	if o.Policy == nil || o.Policy.Allowlist == nil || o.Policy.Addrs == nil {
+		return nil, errors.New("proxy: a policy with an allowlist and an address policy is required")
+	}
+	s := &Server{
+		log:      o.Logger,
+		timeouts: o.Timeouts.withDefaults(),
+		maxHdr:   o.MaxHeaderBytes,
+		hijacked: make(map[net.Conn]struct{}),
+	}
+	if s.maxHdr <= 0 {
+		s.maxHdr = 64 << 10
+	}
+	s.policy.Store(o.Policy)
+	s.guard = &Guard{
+		Resolver:       o.Resolver,
+		ResolveTimeout: s.timeouts.Resolve,
+		DialTimeout:    s.timeouts.Dial,
+	}
+	s.transport = &http.Transport{
+		// Never from the environment: the gateway is the last hop.
+		Proxy:                 nil,
+		DialContext:           s.dialUpstream,
+		TLSClientConfig:       &tls.Config{RootCAs: o.UpstreamRoots, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   s.timeouts.Dial,
+		ResponseHeaderTimeout: s.timeouts.ResponseHeader,
+		IdleConnTimeout:       s.timeouts.Idle,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		// Pass the client's Accept-Encoding and the upstream's encoding through
+		// untouched, instead of the transport negotiating gzip on its own.
+		DisableCompression: true,
+		ForceAttemptHTTP2:  false,
+	}
+	s.forwarder = s.newForwarder()
+	s.http = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.timeouts.ReadHeader,
+		IdleTimeout:       s.timeouts.Idle,
+		MaxHeaderBytes:    s.maxHdr,
+		ErrorLog:          newStdLogger(s.log),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+	}
+	return s, nil
+}
+
+// SetPolicy swaps in a new policy for requests that start from now on.
+func (s *Server) SetPolicy(p *Policy) { s.policy.Store(p) }
+
+// Policy returns the policy new requests are judged by.
+func (s *Server) Policy() *Policy { return s.policy.Load() }
+
+type connKey struct{}
+
+// Serve accepts connections on ln until Shutdown. It returns
+// http.ErrServerClosed after a Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	return s.http.Serve(&framingListener{Listener: ln, maxHeader: s.maxHdr + 4096})
+}
+
+// Shutdown stops accepting, waits for in-flight requests and tunnels until ctx
+// is done, then closes whatever is left, hijacked connections included.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.http.Shutdown(ctx)
+	done := make(chan struct{})
+	go func() { s.tunnels.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.hijacked {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
+		<-done
+	}
+	if err != nil {
+		_ = s.http.Close()
+	}
+	s.transport.CloseIdleConnections()
+	return err
+}
+
+func (s *Server) track(c net.Conn) {
+	s.mu.Lock()
+	s.hijacked[c] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.hijacked, c)
+	s.mu.Unlock()
+}
+
+// ServeHTTP dispatches: CONNECT is ours from the first byte (so nothing is
+// dialled or answered before the policy has spoken); everything else is
+// forwarded by goproxy with our handlers.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		s.serveConnect(w, r)
+		return
+	}
+	s.forwarder.ServeHTTP(w, r)
+}
+
+// dialUpstream is the transport's dial hook: the guard with the policy of the
+// request being served.
+func (s *Server) dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
+	g := *s.guard
+	g.Addrs = policyFrom(ctx, s).Addrs
+	return g.DialContext(ctx, network, addr)
+}
+
+type policyKey struct{}
+
+// policyFrom returns the policy a request started with.
+func policyFrom(ctx context.Context, s *Server) *Policy {
+	if p, ok := ctx.Value(policyKey{}).(*Policy); ok {
+		return p
+	}
+	return s.policy.Load()
+}
+
+// framingListener wraps every accepted connection in a framingConn.
+type framingListener struct {
+	net.Listener
+	maxHeader int
+}
+
+func (l *framingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return newFramingConn(c, l.maxHeader), nil
+}
