@@ -110,16 +110,19 @@ func (p *AddrPolicy) Check(ap netip.AddrPort) (Class, error) {
 			return class, nil
 		}
 	}
+	switch class {
+	case ClassLoopback, ClassIPv4Compatible, ClassInvalid:
+		return class, &BlockedError{Addr: a, Class: class}
+	}
+	// Own addresses after the always-blocked classes, so that 127.0.0.1 is
+	// reported as loopback, the more telling reason.
 	for _, o := range p.own {
 		if o == a {
 			return ClassOwn, &BlockedError{Addr: a, Class: ClassOwn}
 		}
 	}
-	switch class {
-	case ClassPublic:
+	if class == ClassPublic {
 		return class, nil
-	case ClassLoopback, ClassIPv4Compatible, ClassInvalid:
-		return class, &BlockedError{Addr: a, Class: class}
 	}
 	for _, c := range p.allow {
 		if c.Contains(a) {
