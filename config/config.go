@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/transform"
 )
 
 // DefaultProxyListen is the explicit proxy's address when listen.proxy is empty.
@@ -34,24 +36,59 @@ type Config struct {
 	AllowCIDRs []netip.Prefix
 	// DNSServers are the resolvers to use; empty means the system resolver.
 	DNSServers []netip.AddrPort
+	// Entries holds, by allowlist index, what each entry adds.
+	Entries []Entry
 	// UpstreamCAFile adds roots for verifying upstream TLS; may be empty.
 	UpstreamCAFile string
+	// CACertFile and CAKeyFile are the gateway's own CA, which signs the
+	// certificates of intercepted (transform) hosts; empty when unset.
+	CACertFile, CAKeyFile string
 	// LogLevel is the minimum level logged.
 	LogLevel zerolog.Level
 }
 
+// Entry is what one allowlist entry adds to "allowed".
+type Entry struct {
+	// Transform injects headers (with resolved secrets); nil for none.
+	Transform *transform.Rules
+	// AllowPlaintext lets the transform apply to plain HTTP.
+	AllowPlaintext bool
+}
+
+// HasTransforms reports whether any entry injects headers (and so the
+// gateway needs its CA).
+func (c *Config) HasTransforms() bool {
+	for _, e := range c.Entries {
+		if e.Transform != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Options change how a file is read; the zero value reads secrets from the
+// process environment and the file system.
+type Options struct {
+	// Transform resolves secret references; see transform.Options. Its Dir
+	// defaults to the config file's directory.
+	Transform transform.Options
+}
+
 // Load reads and validates the configuration file at path.
-func Load(path string) (*Config, error) {
+func Load(path string, opts Options) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, Errors{{File: path, Msg: err.Error()}}
 	}
-	return Parse(path, data)
+	if opts.Transform.Dir == "" {
+		opts.Transform.Dir = filepath.Dir(path)
+	}
+	return Parse(path, data, opts)
 }
 
 // Parse validates a configuration; file names it in messages. The error, if
 // any, is an Errors listing every problem found.
-func Parse(file string, data []byte) (*Config, error) {
+func Parse(file string, data []byte, opts Options) (*Config, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
@@ -73,29 +110,43 @@ func Parse(file string, data []byte) (*Config, error) {
 		}
 	}
 	c := &Config{File: file}
-	at := func(field, format string, args ...any) {
-		errs = append(errs, &Error{File: file, Line: lineOf(&root, field), Field: field, Msg: fmt.Sprintf(format, args...)})
-	}
-	c.compileListen(fc.Listen, at)
-	c.compileNetwork(fc.Network, at)
-	c.UpstreamCAFile = fc.Upstream.CAFile
-	c.compileLog(fc.Log, at)
+	r := &reporter{file: file, root: &root, errs: &errs}
+	c.compileListen(fc.Listen, r)
+	c.compileNetwork(fc.Network, r)
+	c.compileEntries(fc.Network.Allowlist, opts.Transform, r)
+	c.UpstreamCAFile = relativeTo(opts.Transform.Dir, fc.Upstream.CAFile)
+	c.compileCA(fc.CA, opts.Transform.Dir, r)
+	c.compileLog(fc.Log, r)
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return c, nil
 }
 
-// reporter records an error at a field.
-type reporter func(field, format string, args ...any)
+// reporter records errors with the line of the field they are about.
+type reporter struct {
+	file string
+	root *yaml.Node
+	errs *Errors
+}
 
-func (c *Config) compileListen(l fileListen, at reporter) {
+// at records an error about a field, at the field's line.
+func (r *reporter) at(field, format string, args ...any) {
+	r.atLine(lineOf(r.root, field), field, format, args...)
+}
+
+// atLine records an error at a known line.
+func (r *reporter) atLine(line int, field, format string, args ...any) {
+	*r.errs = append(*r.errs, &Error{File: r.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (c *Config) compileListen(l fileListen, r *reporter) {
 	c.ProxyListen = l.Proxy
 	if c.ProxyListen == "" {
 		c.ProxyListen = DefaultProxyListen
 	}
 	if err := ValidateListen(c.ProxyListen); err != nil {
-		at("listen.proxy", "%v", err)
+		r.at("listen.proxy", "%v", err)
 	}
 }
 
@@ -116,7 +167,7 @@ func ValidateListen(addr string) error {
 	return nil
 }
 
-func (c *Config) compileNetwork(n fileNetwork, at reporter) {
+func (c *Config) compileNetwork(n fileNetwork, r *reporter) {
 	domains := make([]string, len(n.Allowlist))
 	for i, e := range n.Allowlist {
 		domains[i] = e.Domain
@@ -125,9 +176,9 @@ func (c *Config) compileNetwork(n fileNetwork, at reporter) {
 	var ee *allowlist.EntryError
 	switch {
 	case errors.As(err, &ee):
-		at(fmt.Sprintf("network.allowlist[%d].domain", ee.Index), "%v", ee.Err)
+		r.at(fmt.Sprintf("network.allowlist[%d].domain", ee.Index), "%v", ee.Err)
 	case err != nil:
-		at("network.allowlist", "%v", err)
+		r.at("network.allowlist", "%v", err)
 	}
 	c.Allowlist = p
 
@@ -135,15 +186,15 @@ func (c *Config) compileNetwork(n fileNetwork, at reporter) {
 		field := fmt.Sprintf("network.allow_cidrs[%d]", i)
 		pfx, err := netip.ParsePrefix(strings.TrimSpace(s))
 		if err != nil {
-			at(field, "%q is not a CIDR (e.g. 10.20.0.0/16)", s)
+			r.at(field, "%q is not a CIDR (e.g. 10.20.0.0/16)", s)
 			continue
 		}
 		if pfx != pfx.Masked() {
-			at(field, "%q has host bits set; did you mean %q?", s, pfx.Masked().String())
+			r.at(field, "%q has host bits set; did you mean %q?", s, pfx.Masked().String())
 			continue
 		}
 		if err := allowlist.ValidateAllowCIDR(pfx); err != nil {
-			at(field, "%v", err)
+			r.at(field, "%v", err)
 			continue
 		}
 		c.AllowCIDRs = append(c.AllowCIDRs, pfx)
@@ -153,10 +204,90 @@ func (c *Config) compileNetwork(n fileNetwork, at reporter) {
 		field := fmt.Sprintf("network.dns.servers[%d]", i)
 		ap, err := parseDNSServer(s)
 		if err != nil {
-			at(field, "%v", err)
+			r.at(field, "%v", err)
 			continue
 		}
 		c.DNSServers = append(c.DNSServers, ap)
+	}
+}
+
+func (c *Config) compileEntries(entries []fileEntry, topts transform.Options, r *reporter) {
+	c.Entries = make([]Entry, len(entries))
+	for i, e := range entries {
+		field := fmt.Sprintf("network.allowlist[%d]", i)
+		if e.Transform.Kind == 0 {
+			if e.AllowPlaintext {
+				r.at(field+".allow_plaintext", "only applies to an entry with a transform")
+			}
+			continue
+		}
+		if strings.TrimSpace(e.Domain) == "*" {
+			r.at(field+".transform", `a transform on "*" would send its credentials to every host; name the host that needs them`)
+			continue
+		}
+		specs, ok := headerSpecs(&e.Transform, field+".transform", r)
+		if !ok {
+			continue
+		}
+		rules, err := transform.Compile(specs, topts)
+		var se *transform.SpecError
+		switch {
+		case errors.As(err, &se):
+			r.atLine(se.Line, field+".transform."+se.Name, "%s: %v", se.Field, se.Err)
+			continue
+		case err != nil:
+			r.at(field+".transform", "%v", err)
+			continue
+		}
+		c.Entries[i] = Entry{Transform: rules, AllowPlaintext: e.AllowPlaintext}
+	}
+}
+
+// headerSpecs reads a transform: a map of header: value, or a list of such
+// maps (merged in order; a header set twice is transform.Compile's error).
+func headerSpecs(n *yaml.Node, field string, r *reporter) ([]transform.HeaderSpec, bool) {
+	maps := []*yaml.Node{n}
+	if n.Kind == yaml.SequenceNode {
+		maps = n.Content
+	}
+	var specs []transform.HeaderSpec
+	for _, m := range maps {
+		if m.Kind != yaml.MappingNode {
+			r.at(field, "a transform is a map of header: value (Authorization: \"Bearer ${env:TOKEN}\"), or a list of such maps")
+			return nil, false
+		}
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, v := m.Content[i], m.Content[i+1]
+			if v.Kind != yaml.ScalarNode {
+				r.atLine(v.Line, field+"."+k.Value, "a header value is a string")
+				return nil, false
+			}
+			specs = append(specs, transform.HeaderSpec{Name: k.Value, Value: v.Value, Line: k.Line})
+		}
+	}
+	if len(specs) == 0 {
+		r.at(field, "an empty transform; remove it or name a header")
+		return nil, false
+	}
+	return specs, true
+}
+
+// relativeTo resolves a relative path in the config against the config
+// file's directory, as ${file:...} references are.
+func relativeTo(dir, path string) string {
+	if path == "" || dir == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(dir, path)
+}
+
+func (c *Config) compileCA(fc fileCA, dir string, r *reporter) {
+	c.CACertFile, c.CAKeyFile = relativeTo(dir, fc.CertFile), relativeTo(dir, fc.KeyFile)
+	switch {
+	case (c.CACertFile == "") != (c.CAKeyFile == ""):
+		r.at("ca", "set both cert_file and key_file (gateway ca init makes them)")
+	case c.HasTransforms() && c.CACertFile == "":
+		r.at("ca", "entries with a transform need the gateway's CA to intercept their TLS; run `gateway ca init --dir /etc/hookgate/ca` and set ca.cert_file and ca.key_file to the files it makes")
 	}
 }
 
@@ -170,14 +301,14 @@ func parseDNSServer(s string) (netip.AddrPort, error) {
 	return netip.AddrPort{}, fmt.Errorf("%q is not an IP address or IP:port (e.g. 192.0.2.53 or [2001:db8::53]:53)", s)
 }
 
-func (c *Config) compileLog(l fileLog, at reporter) {
+func (c *Config) compileLog(l fileLog, r *reporter) {
 	c.LogLevel = zerolog.InfoLevel
 	if l.Level == "" {
 		return
 	}
 	lvl, err := zerolog.ParseLevel(strings.ToLower(l.Level))
 	if err != nil {
-		at("log.level", "%q is not a level; use debug, info, warn or error", l.Level)
+		r.at("log.level", "%q is not a level; use debug, info, warn or error", l.Level)
 		return
 	}
 	c.LogLevel = lvl

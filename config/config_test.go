@@ -12,7 +12,7 @@ import (
 )
 
 func TestLoadGood(t *testing.T) {
-	c, err := Load("testdata/good.yaml")
+	c, err := Load("testdata/good.yaml", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,14 +36,14 @@ func TestLoadGood(t *testing.T) {
 }
 
 func TestLoadJSONAndDefaults(t *testing.T) {
-	c, err := Load("testdata/good.json")
+	c, err := Load("testdata/good.json", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.ProxyListen != DefaultProxyListen || c.LogLevel != zerolog.InfoLevel || len(c.Allowlist.Entries()) != 1 {
 		t.Errorf("config = %+v", c)
 	}
-	empty, err := Parse("empty.yaml", nil)
+	empty, err := Parse("empty.yaml", nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestLoadBad(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: first line must be '# want: <error>'", f)
 			}
-			_, err = Load(f)
+			_, err = Load(f, Options{})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -86,7 +86,7 @@ func TestLoadBad(t *testing.T) {
 }
 
 func TestLoadMissingFile(t *testing.T) {
-	_, err := Load("testdata/does-not-exist.yaml")
+	_, err := Load("testdata/does-not-exist.yaml", Options{})
 	if err == nil || !strings.Contains(err.Error(), "testdata/does-not-exist.yaml") {
 		t.Fatalf("err = %v", err)
 	}
@@ -94,7 +94,7 @@ func TestLoadMissingFile(t *testing.T) {
 
 // TestAllErrorsReported: one pass reports every problem, not just the first.
 func TestAllErrorsReported(t *testing.T) {
-	_, err := Parse("multi.yaml", []byte("network:\n  allow_cidrs: [bad, 0.0.0.0/0]\nlog:\n  level: loud\n"))
+	_, err := Parse("multi.yaml", []byte("network:\n  allow_cidrs: [bad, 0.0.0.0/0]\nlog:\n  level: loud\n"), Options{})
 	var errs Errors
 	if !errors.As(err, &errs) || len(errs) != 3 {
 		t.Fatalf("want 3 errors, got %v", err)
@@ -110,7 +110,7 @@ func FuzzParse(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse("fuzz.yaml", data)
+		c, err := Parse("fuzz.yaml", data, Options{})
 		if err == nil && c.Allowlist == nil {
 			t.Fatal("no error and no allowlist")
 		}
@@ -118,4 +118,55 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("empty error")
 		}
 	})
+}
+
+func TestLoadTransforms(t *testing.T) {
+	t.Setenv("HOOKGATE_TEST_TOKEN", "tok-123")
+	c, err := Load("testdata/good-transform.yaml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.HasTransforms() || len(c.Entries) != 3 || c.Entries[2].Transform != nil {
+		t.Fatalf("entries = %+v", c.Entries)
+	}
+	tel, api := c.Entries[0], c.Entries[1]
+	if got := strings.Join(tel.Transform.Names(), ","); got != "Authorization,X-Source" || tel.AllowPlaintext {
+		t.Errorf("telemetry entry: names %q, plaintext %v", got, tel.AllowPlaintext)
+	}
+	if got := strings.Join(api.Transform.Names(), ","); got != "X-Api-Key,X-Team" || !api.AllowPlaintext {
+		t.Errorf("api entry: names %q, plaintext %v", got, api.AllowPlaintext)
+	}
+	var secrets []string
+	for _, s := range append(tel.Transform.Secrets(), api.Transform.Secrets()...) {
+		secrets = append(secrets, s.Reveal())
+	}
+	joined := strings.Join(secrets, "|")
+	if !strings.Contains(joined, "tok-123") || !strings.Contains(joined, "s3cr3t-from-file") {
+		t.Errorf("secrets not resolved (relative file paths are relative to the config file)")
+	}
+	if c.CACertFile != "testdata/ca.pem" || c.CAKeyFile != "testdata/ca-key.pem" {
+		t.Errorf("ca = %q %q", c.CACertFile, c.CAKeyFile)
+	}
+}
+
+// TestErrorsNeverCarrySecrets: a broken transform next to a resolved one
+// must not print the resolved value.
+func TestErrorsNeverCarrySecrets(t *testing.T) {
+	const secret = "canary-7f3a9c-secret"
+	t.Setenv("HOOKGATE_TEST_TOKEN", secret)
+	_, err := Parse("x.yaml", []byte(`network:
+  allowlist:
+    - domain: a.example.com
+      transform: {Authorization: "Bearer ${env:HOOKGATE_TEST_TOKEN}"}
+    - domain: b.example.com
+      transform: {Authorization: "Bearer ${env:HOOKGATE_TEST_TOKEN}", authorization: "x ${env:HOOKGATE_TEST_TOKEN}"}
+    - domain: "*"
+      transform: {X: "${env:HOOKGATE_TEST_TOKEN}"}
+`), Options{})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if strings.Contains(err.Error(), secret) {
+		t.Fatalf("error leaks the secret: %v", err)
+	}
 }

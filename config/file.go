@@ -1,5 +1,7 @@
 package config
 
+import "gopkg.in/yaml.v3"
+
 // The file format: what a user writes. It is decoded strictly and then
 // compiled into Config; nothing else reads these types.
 
@@ -7,7 +9,13 @@ type fileConfig struct {
 	Listen   fileListen   `yaml:"listen"`
 	Network  fileNetwork  `yaml:"network"`
 	Upstream fileUpstream `yaml:"upstream"`
+	CA       fileCA       `yaml:"ca"`
 	Log      fileLog      `yaml:"log"`
+}
+
+type fileCA struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 type fileListen struct {
@@ -22,6 +30,10 @@ type fileNetwork struct {
 
 type fileEntry struct {
 	Domain string `yaml:"domain"`
+	// Transform is a map of header: value, or a list of such maps; kept as a
+	// node for its lines and order.
+	Transform      yaml.Node `yaml:"transform"`
+	AllowPlaintext bool      `yaml:"allow_plaintext"`
 }
 
 type fileDNS struct {

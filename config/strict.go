@@ -16,6 +16,9 @@ func checkFields(n *yaml.Node, t reflect.Type, path string, errs *Errors, file s
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if t == reflect.TypeOf(yaml.Node{}) {
+		return // free-form; its owner checks it
+	}
 	switch n.Kind {
 	case yaml.DocumentNode:
 		for _, c := range n.Content {

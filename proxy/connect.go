@@ -93,6 +93,16 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		d.refuse(den)
 		return
 	}
+	// Replay what the peek consumed, and anything still buffered behind it
+	// (a client that sent more before our 200).
+	if rest := buf.Reader.Buffered(); rest > 0 {
+		more, _ := buf.Reader.Peek(rest)
+		helloBytes = append(helloBytes, more...)
+	}
+	if rules := p.rules(v); rules.Transform != nil {
+		s.serveMITM(r.Context(), &replayConn{Conn: client, replay: helloBytes}, t, dest, rules, g, d)
+		return
+	}
 
 	upstream, err := g.Dial(r.Context(), dest)
 	if err != nil {
@@ -104,18 +114,28 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	if ap, err := netip.ParseAddrPort(upstream.RemoteAddr().String()); err == nil {
 		d.upstream = ap
 	}
-	// Replay what the peek consumed, and anything still buffered behind it
-	// (a client that sent more before our 200), before splicing.
-	if rest := buf.Reader.Buffered(); rest > 0 {
-		more, _ := buf.Reader.Peek(rest)
-		helloBytes = append(helloBytes, more...)
-	}
 	if _, err := upstream.Write(helloBytes); err != nil {
 		d.refuse(classifyUpstream(err, t.host))
 		return
 	}
 	d.addIn(int64(len(helloBytes)))
 	splice(client, upstream, d, s.timeouts.TunnelIdle)
+}
+
+// replayConn is a client connection whose first reads return bytes already
+// read from it (the peeked ClientHello).
+type replayConn struct {
+	net.Conn
+	replay []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.replay) > 0 {
+		n := copy(p, c.replay)
+		c.replay = c.replay[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
 }
 
 // refuseConnect answers a CONNECT before any 200.

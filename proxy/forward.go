@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/elazarl/goproxy"
+
+	"github.com/hookgate/hookgate/transform"
 )
 
 // newForwarder configures goproxy for plain-HTTP forwarding. Every default
@@ -50,7 +52,8 @@ func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	d := newDecision(clientAddr(r), modeHTTP)
 	d.method = r.Method
-	ctx.UserData = d
+	st := &forwardState{d: d}
+	ctx.UserData = st
 	ctx.RoundTripper = goproxy.RoundTripperFunc(s.roundTrip)
 
 	var defaultPort uint16
@@ -76,18 +79,34 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		return r, s.refuse(r, d, den)
 	}
 
+	rules := p.rules(v)
 	// Route by the request target only: the upstream sees Host = the target
 	// authority whatever the client put in its Host header (RFC 9112 §3.2.2),
 	// and no userinfo.
 	r.URL.Scheme = strings.ToLower(r.URL.Scheme)
+	if rules.Transform != nil && r.URL.Scheme == "http" && !rules.AllowPlaintext {
+		return r, s.refuse(r, d, deny(CodePlaintextCredential, http.StatusForbidden, t.host,
+			"%s gets credentials injected, which travel only over HTTPS; use https://, or set allow_plaintext on the entry", t.host))
+	}
 	r.URL.User = nil
 	r.URL.Host = t.authority(defaultPort)
 	r.Host = r.URL.Host
 	stripHopByHop(r.Header)
+	if rules.Transform != nil {
+		inject(r.Header, rules.Transform, d)
+		st.scrub = rules.Transform.Scrubber()
+	}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
 	return r.WithContext(context.WithValue(r.Context(), policyKey{}, p)), nil
+}
+
+// forwardState is what a forwarded request carries from onRequest to its
+// response (goproxy's ctx.UserData).
+type forwardState struct {
+	d     *decision
+	scrub *transform.Scrubber // nil: no secrets were injected
 }
 
 // refuse answers a request with a denial and records it.
@@ -105,9 +124,10 @@ func (s *Server) roundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Respon
 	if err != nil {
 		return nil, err
 	}
-	d := ctx.UserData.(*decision)
-	d.status = resp.StatusCode
-	resp.Body = wrapLoggingBody(resp.Body, d, &s.log)
+	st := ctx.UserData.(*forwardState)
+	st.d.status = resp.StatusCode
+	scrubResponse(resp, st.scrub)
+	resp.Body = wrapLoggingBody(resp.Body, st.d, &s.log)
 	return resp, nil
 }
 
@@ -117,12 +137,11 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 	if resp != nil {
 		return resp
 	}
-	d, _ := ctx.UserData.(*decision)
-	if d == nil {
-		d = newDecision(clientAddr(ctx.Req), modeHTTP)
+	st, _ := ctx.UserData.(*forwardState)
+	if st == nil {
+		st = &forwardState{d: newDecision(clientAddr(ctx.Req), modeHTTP)}
 	}
-	den := classifyUpstream(ctx.Error, d.host)
-	return s.refuse(ctx.Req, d, den)
+	return s.refuse(ctx.Req, st.d, classifyUpstream(ctx.Error, st.d.host))
 }
 
 // hopByHop are the headers that belong to one connection (RFC 9110 §7.6.1).

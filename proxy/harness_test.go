@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/ca"
 )
 
 // staticResolver answers from a table; a name not in it does not exist.
@@ -120,6 +124,9 @@ type gatewayConfig struct {
 	names    map[string][]string
 	timeouts Timeouts
 	roots    *httptest.Server // trust this TLS server's certificate upstream
+	rootPool *x509.CertPool   // or exactly these roots upstream
+	entries  []EntryRules     // by allowlist index
+	leaves   *ca.LeafCache    // for MITM
 }
 
 func startGateway(t *testing.T, gc gatewayConfig) *gateway {
@@ -147,13 +154,17 @@ func startGateway(t *testing.T, gc gatewayConfig) *gateway {
 	}
 	logs := &logBuffer{}
 	o := Options{
-		Policy:   &Policy{Allowlist: al, Addrs: addrs},
+		Policy:   &Policy{Allowlist: al, Addrs: addrs, Entries: gc.entries},
+		Leaves:   gc.leaves,
 		Resolver: res,
 		Logger:   zerolog.New(logs),
 		Timeouts: gc.timeouts,
 	}
 	if gc.roots != nil {
 		o.UpstreamRoots = gc.roots.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	}
+	if gc.rootPool != nil {
+		o.UpstreamRoots = gc.rootPool
 	}
 	srv, err := New(o)
 	if err != nil {
@@ -233,10 +244,14 @@ func newUpstream(t *testing.T, useTLS bool, h http.HandlerFunc) *upstream {
 		}
 		_, _ = w.Write([]byte("hello from upstream"))
 	})
+	u.Server = httptest.NewUnstartedServer(handler)
+	// Handshakes the gateway refuses on purpose are expected; keep them out
+	// of the test output.
+	u.Config.ErrorLog = log.New(io.Discard, "", 0)
 	if useTLS {
-		u.Server = httptest.NewTLSServer(handler)
+		u.StartTLS()
 	} else {
-		u.Server = httptest.NewServer(handler)
+		u.Start()
 	}
 	t.Cleanup(u.Close)
 	return u

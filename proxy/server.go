@@ -15,6 +15,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/transform"
 )
 
 // Policy is one generation of the rules: which hosts may be reached and which
@@ -23,6 +25,38 @@ import (
 type Policy struct {
 	Allowlist *allowlist.Policy
 	Addrs     *allowlist.AddrPolicy
+	// Entries holds what each allowlist entry adds, by Entry.Index. It may
+	// be shorter than the allowlist (or nil): missing entries add nothing.
+	Entries []EntryRules
+}
+
+// EntryRules is what one allowlist entry adds to "allowed".
+type EntryRules struct {
+	// Transform injects credentials; nil for none (HTTPS stays an opaque
+	// tunnel).
+	Transform *transform.Rules
+	// AllowPlaintext lets the transform apply to plain HTTP too; otherwise
+	// plain HTTP to the entry is refused, so credentials only travel
+	// encrypted.
+	AllowPlaintext bool
+}
+
+// rules returns the entry rules of an allowed verdict.
+func (p *Policy) rules(v allowlist.Verdict) EntryRules {
+	if !v.Allowed || v.Entry.Index >= len(p.Entries) {
+		return EntryRules{}
+	}
+	return p.Entries[v.Entry.Index]
+}
+
+// hasTransforms reports whether any entry injects credentials.
+func (p *Policy) hasTransforms() bool {
+	for _, e := range p.Entries {
+		if e.Transform != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Timeouts bound every wait the gateway makes on a client or an upstream.
@@ -62,6 +96,9 @@ type Options struct {
 	Timeouts Timeouts
 	// MaxHeaderBytes caps a request header block. If zero, 64 KiB.
 	MaxHeaderBytes int
+	// Leaves mints the certificates shown to clients of intercepted (MITM)
+	// tunnels. Required when the policy has transforms.
+	Leaves *ca.LeafCache
 }
 
 // Server is the explicit egress proxy. Create it with New, run it with Serve,
@@ -73,6 +110,8 @@ type Server struct {
 	timeouts Timeouts
 	maxHdr   int
 
+	leaves    *ca.LeafCache
+	roots     *x509.CertPool
 	transport *http.Transport
 	forwarder *goproxy.ProxyHttpServer
 	http      *http.Server
@@ -88,10 +127,12 @@ var _ http.Handler = (*Server)(nil)
 
 // New builds a Server; it listens on nothing until Serve.
 func New(o Options) (*Server, error) {
-	if o.Policy == nil || o.Policy.Allowlist == nil || o.Policy.Addrs == nil {
-		return nil, errors.New("proxy: a policy with an allowlist and an address policy is required")
+	if err := o.Policy.validate(o.Leaves); err != nil {
+		return nil, err
 	}
 	s := &Server{
+		leaves:   o.Leaves,
+		roots:    o.UpstreamRoots,
 		log:      o.Logger,
 		timeouts: o.Timeouts.withDefaults(),
 		maxHdr:   o.MaxHeaderBytes,
@@ -136,7 +177,23 @@ func New(o Options) (*Server, error) {
 }
 
 // SetPolicy swaps in a new policy for requests that start from now on.
-func (s *Server) SetPolicy(p *Policy) { s.policy.Store(p) }
+func (s *Server) SetPolicy(p *Policy) error {
+	if err := p.validate(s.leaves); err != nil {
+		return err
+	}
+	s.policy.Store(p)
+	return nil
+}
+
+func (p *Policy) validate(leaves *ca.LeafCache) error {
+	switch {
+	case p == nil || p.Allowlist == nil || p.Addrs == nil:
+		return errors.New("proxy: a policy with an allowlist and an address policy is required")
+	case p.hasTransforms() && leaves == nil:
+		return errors.New("proxy: transforms need a CA to intercept TLS with")
+	}
+	return nil
+}
 
 // Policy returns the policy new requests are judged by.
 func (s *Server) Policy() *Policy { return s.policy.Load() }

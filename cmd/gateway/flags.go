@@ -8,7 +8,6 @@ import (
 	"strings"
 )
 
-
 // newFlagSet returns a FlagSet that reports errors instead of exiting and
 // prints its usage to out.
 func newFlagSet(name, summary string, out io.Writer) *flag.FlagSet {

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/ca"
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/configs"
 	"github.com/hookgate/hookgate/proxy"
@@ -76,11 +77,16 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	leaves, err := loadLeafCache(cfg)
+	if err != nil {
+		return err
+	}
 	srv, err := proxy.New(proxy.Options{
-		Policy:        &proxy.Policy{Allowlist: cfg.Allowlist, Addrs: addrs},
+		Policy:        policyFrom(cfg, addrs),
 		Resolver:      newResolver(cfg.DNSServers),
 		UpstreamRoots: roots,
 		Logger:        logger,
+		Leaves:        leaves,
 	})
 	if err != nil {
 		return err
@@ -111,12 +117,34 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	return nil
 }
 
+// policyFrom assembles the proxy's policy from a loaded config.
+func policyFrom(cfg *config.Config, addrs *allowlist.AddrPolicy) *proxy.Policy {
+	entries := make([]proxy.EntryRules, len(cfg.Entries))
+	for i, e := range cfg.Entries {
+		entries[i] = proxy.EntryRules{Transform: e.Transform, AllowPlaintext: e.AllowPlaintext}
+	}
+	return &proxy.Policy{Allowlist: cfg.Allowlist, Addrs: addrs, Entries: entries}
+}
+
+// loadLeafCache loads the gateway's CA when the config names one; nil when
+// it does not (the config loader already refused transforms without a CA).
+func loadLeafCache(cfg *config.Config) (*ca.LeafCache, error) {
+	if cfg.CACertFile == "" {
+		return nil, nil
+	}
+	authority, err := ca.Load(cfg.CACertFile, cfg.CAKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("ca: %w (make one with `gateway ca init`)", err)
+	}
+	return ca.NewLeafCache(authority, 0), nil
+}
+
 // loadConfig reads the file, or the built-in default when file is empty.
 func loadConfig(file string) (*config.Config, error) {
 	if file == "" {
-		return config.Parse(configs.DefaultGatewayName, configs.DefaultGateway())
+		return config.Parse(configs.DefaultGatewayName, configs.DefaultGateway(), config.Options{})
 	}
-	return config.Load(file)
+	return config.Load(file, config.Options{})
 }
 
 func parseExemptions(list []string) ([]netip.AddrPort, error) {

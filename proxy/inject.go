@@ -1,0 +1,37 @@
+package proxy
+
+import (
+	"net/http"
+
+	"github.com/hookgate/hookgate/transform"
+)
+
+// inject applies an entry's transform to an outgoing request's header:
+// hop-by-hop, Proxy-* and every client copy of a configured header are
+// removed, then the configured values are set. The decision records the
+// header NAMES only.
+func inject(h http.Header, rules *transform.Rules, d *decision) {
+	rules.Apply(h)
+	d.injected = rules.Names()
+	if rules.Scrubber() != nil {
+		// An encoded body would hide an echoed secret from the scrubber.
+		h.Set("Accept-Encoding", "identity")
+	}
+}
+
+// scrubResponse replaces every injected secret that an upstream echoes, in
+// the response's headers and (streamed) body, with "[redacted]". The body's
+// length may change, so Content-Length goes and the client gets it chunked.
+func scrubResponse(resp *http.Response, s *transform.Scrubber) {
+	if s == nil {
+		return
+	}
+	s.Header(resp.Header)
+	s.Header(resp.Trailer)
+	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil || resp.Body == http.NoBody {
+		return
+	}
+	resp.Body = s.Reader(resp.Body)
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
+}

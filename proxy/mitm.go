@@ -1,0 +1,225 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hookgate/hookgate/allowlist"
+)
+
+// serveMITM terminates the client's TLS with a leaf certificate for the
+// allowed host, minted by our CA, and serves the HTTP/1.1 requests inside:
+// each must name the tunnel's host (the credential is bound to the verified
+// destination), gets the entry's headers injected, and goes to the upstream
+// over TLS that verifies the real certificate, on the addresses the guard
+// judged before the 200. Every request gets its own decision line; a tunnel
+// that carries none (a failed handshake) gets one for itself.
+//
+// The inner requests are served by net/http's server and
+// httputil.ReverseProxy rather than goproxy's MITM loop: we need the
+// per-request host binding, the injection and the scrubbing in one place we
+// control, and goproxy's loop would dial with its own transport.
+func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest Target, rules EntryRules, g Guard, tunnel *decision) {
+	tunnel.mode = modeMITM
+	tlsConn := tls.Server(client, &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"}, // never h2: one request path, ours
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return s.leaves.Get(t.host)
+		},
+	})
+	hsCtx, cancel := context.WithTimeout(ctx, s.timeouts.ClientHello)
+	err := tlsConn.HandshakeContext(hsCtx)
+	cancel()
+	if err != nil {
+		tunnel.refuse(deny(CodeProtocol, 0, t.host, "TLS handshake with the client failed (does the sandbox trust the gateway's CA?): %v", err))
+		return
+	}
+
+	upstream := &http.Transport{
+		Proxy: nil,
+		// The judged addresses, never a fresh lookup of the name.
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return g.Dial(ctx, dest) },
+		TLSClientConfig: &tls.Config{
+			ServerName: t.host,
+			RootCAs:    s.roots,
+			MinVersion: tls.VersionTLS12,
+		},
+		TLSHandshakeTimeout:   s.timeouts.Dial,
+		ResponseHeaderTimeout: s.timeouts.ResponseHeader,
+		IdleConnTimeout:       s.timeouts.Idle,
+		MaxIdleConnsPerHost:   4,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+	}
+	defer upstream.CloseIdleConnections()
+
+	h := &mitmHandler{s: s, t: t, rules: rules, client: tunnel.client, entry: tunnel.entry, sni: tunnel.sni}
+	h.proxy = &httputil.ReverseProxy{
+		Rewrite:        h.rewrite,
+		Transport:      upstream,
+		ModifyResponse: h.modifyResponse,
+		ErrorHandler:   h.upstreamError,
+		ErrorLog:       newStdLogger(s.log),
+	}
+	inner := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.timeouts.ReadHeader,
+		IdleTimeout:       s.timeouts.Idle,
+		MaxHeaderBytes:    s.maxHdr,
+		ErrorLog:          newStdLogger(s.log),
+	}
+	ln := newOneConnListener(tlsConn)
+	inner.ConnState = ln.connState
+	_ = inner.Serve(ln)
+	// A hijacked connection (a websocket upgrade) ends Serve while its
+	// handler still relays; the tunnel lasts until every handler is done.
+	h.active.Wait()
+	if h.requests.Load() > 0 {
+		tunnel.once.Do(func() {}) // its requests had their own lines
+	}
+}
+
+// mitmHandler serves the requests inside one intercepted tunnel.
+type mitmHandler struct {
+	s        *Server
+	t        target
+	rules    EntryRules
+	client   string
+	entry    string
+	sni      string
+	proxy    *httputil.ReverseProxy
+	requests atomic.Int64
+	active   sync.WaitGroup
+}
+
+type mitmDecisionKey struct{}
+
+func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.requests.Add(1)
+	h.active.Add(1)
+	defer h.active.Done()
+	d := newDecision(h.client, modeMITM)
+	d.method, d.host, d.port, d.entry, d.sni = r.Method, h.t.host, h.t.port, h.entry, h.sni
+	if den := h.checkHost(r); den != nil {
+		d.refuse(den)
+		den.write(w)
+		d.log(&h.s.log)
+		return
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
+	}
+	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mitmDecisionKey{}, d)))
+	// ReverseProxy has closed the upstream body (which logs) or answered an
+	// error (which logs); this covers a handler that returned without either.
+	d.log(&h.s.log)
+}
+
+// checkHost binds the credential to the verified destination: the Host
+// header, and the host of an absolute-form target, must name the tunnel's
+// host and port (a missing port means 443).
+func (h *mitmHandler) checkHost(r *http.Request) *denial {
+	names := []string{r.Host}
+	if r.URL.IsAbs() {
+		names = append(names, r.URL.Host)
+		if r.URL.Scheme != "https" {
+			return deny(CodeHostMismatch, http.StatusForbidden, h.t.host, "scheme %q inside a TLS tunnel", r.URL.Scheme)
+		}
+	}
+	for _, hp := range names {
+		host, port := splitHostPortDefault(hp, "443")
+		got, _, err := allowlist.NormalizeHost(host)
+		p, ok := parsePort(port)
+		if err != nil || !ok || got != h.t.host || p != h.t.port {
+			return deny(CodeHostMismatch, http.StatusForbidden, h.t.host,
+				"request for %q inside a tunnel to %s; credentials go only to the host the tunnel was opened to", hp, net.JoinHostPort(h.t.host, strconv.Itoa(int(h.t.port))))
+		}
+	}
+	return nil
+}
+
+// splitHostPortDefault splits host[:port], tolerating a missing port.
+func splitHostPortDefault(hp, defaultPort string) (string, string) {
+	if host, port, err := net.SplitHostPort(hp); err == nil {
+		return host, port
+	}
+	if len(hp) > 1 && hp[0] == '[' && hp[len(hp)-1] == ']' {
+		return hp[1 : len(hp)-1], defaultPort
+	}
+	return hp, defaultPort
+}
+
+func (h *mitmHandler) rewrite(pr *httputil.ProxyRequest) {
+	d := pr.In.Context().Value(mitmDecisionKey{}).(*decision)
+	pr.Out.URL.Scheme = "https"
+	pr.Out.URL.Host = h.t.authority(443)
+	pr.Out.Host = pr.Out.URL.Host
+	inject(pr.Out.Header, h.rules.Transform, d)
+}
+
+func (h *mitmHandler) modifyResponse(resp *http.Response) error {
+	d := resp.Request.Context().Value(mitmDecisionKey{}).(*decision)
+	d.status = resp.StatusCode
+	scrubResponse(resp, h.rules.Transform.Scrubber())
+	resp.Body = wrapLoggingBody(resp.Body, d, &h.s.log)
+	return nil
+}
+
+func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	d := r.Context().Value(mitmDecisionKey{}).(*decision)
+	den := classifyUpstream(err, h.t.host)
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		den = deny(CodeUpstreamError, 0, h.t.host, "the client went away")
+	}
+	d.refuse(den)
+	if den.status != 0 {
+		den.write(w)
+	}
+	d.log(&h.s.log)
+}
+
+// oneConnListener hands one connection to an http.Server and then blocks
+// Accept until that connection is closed, so Serve returns exactly when the
+// tunnel is over.
+type oneConnListener struct {
+	conn net.Conn
+	once sync.Once
+	done chan struct{}
+	ch   chan net.Conn
+}
+
+func newOneConnListener(c net.Conn) *oneConnListener {
+	l := &oneConnListener{conn: c, done: make(chan struct{}), ch: make(chan net.Conn, 1)}
+	l.ch <- c
+	return l
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *oneConnListener) connState(_ net.Conn, st http.ConnState) {
+	if st == http.StateClosed || st == http.StateHijacked {
+		l.Close()
+	}
+}
+
+func (l *oneConnListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }

@@ -1,0 +1,176 @@
+package transform
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// header is one compiled header: canonical name and resolved value.
+type header struct {
+	name  string
+	value Secret
+}
+
+// Rules is the compiled, immutable transform of one allowlist entry. A nil
+// *Rules is valid and has no headers (Apply still strips). Printing a Rules
+// shows header names only.
+type Rules struct {
+	headers  []header // sorted by name
+	names    []string
+	refs     map[string]string // canonical name → value as written
+	secrets  []Secret
+	scrubber *Scrubber
+}
+
+// Names returns the canonical names of the configured headers, sorted: what
+// the decision log line records. The caller may modify the slice.
+func (r *Rules) Names() []string {
+	if r == nil || len(r.names) == 0 {
+		return nil
+	}
+	return append([]string(nil), r.names...)
+}
+
+// References returns header → value as written, with references unresolved
+// ("Bearer ${env:X}"), for the admin API. Values without references are
+// literal configuration and are shown as written.
+func (r *Rules) References() map[string]string {
+	m := make(map[string]string, len(r.refsOrNil()))
+	for k, v := range r.refsOrNil() {
+		m[k] = v
+	}
+	return m
+}
+
+func (r *Rules) refsOrNil() map[string]string {
+	if r == nil {
+		return nil
+	}
+	return r.refs
+}
+
+// Secrets returns every resolved secret, distinct: each resolved reference,
+// and each whole header value that contains one. Literal-only values are not
+// secrets.
+func (r *Rules) Secrets() []Secret {
+	if r == nil || len(r.secrets) == 0 {
+		return nil
+	}
+	return append([]Secret(nil), r.secrets...)
+}
+
+// Scrubber returns the scrubber for r's secrets, built once by Compile; nil
+// (which is valid and changes nothing) when there are none.
+func (r *Rules) Scrubber() *Scrubber {
+	if r == nil {
+		return nil
+	}
+	return r.scrubber
+}
+
+// String lists the header names, never values.
+func (r *Rules) String() string {
+	if r == nil {
+		return "transform.Rules(nil)"
+	}
+	return "transform.Rules" + fmt.Sprint(r.names)
+}
+
+// Format prints String for every verb, so that %+v and %#v cannot reach the
+// resolved values.
+func (r *Rules) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(r.String())) }
+
+// Apply prepares the header of an outgoing request: it strips, then sets.
+//
+// Stripped: the hop-by-hop headers (Connection, Keep-Alive, TE, Trailer,
+// Transfer-Encoding, Upgrade), every header named in Connection, every
+// Proxy-* header, and every client copy of a configured header — matched
+// case-insensitively over the map's keys, so non-canonical keys are caught
+// too. Then each configured header is set to its single resolved value.
+//
+// As httputil.ReverseProxy does, "TE: trailers" is kept when the client sent
+// it (gRPC needs it). A caller that proxies protocol upgrades (WebSocket) must
+// re-add Connection and Upgrade itself after Apply.
+func (r *Rules) Apply(h http.Header) {
+	var connBuf [2][]string
+	conn := connBuf[:0]
+	teTrailers := false
+	for k, v := range h {
+		switch {
+		case strings.EqualFold(k, "Connection"):
+			conn = append(conn, v)
+		case strings.EqualFold(k, "Te"):
+			teTrailers = teTrailers || hasToken(v, "trailers")
+		}
+	}
+	for k := range h {
+		if r.strip(k, conn) {
+			delete(h, k)
+		}
+	}
+	if teTrailers {
+		h["Te"] = []string{"trailers"}
+	}
+	if r == nil {
+		return
+	}
+	for _, hd := range r.headers {
+		h[hd.name] = []string{hd.value.Reveal()}
+	}
+}
+
+// strip reports whether Apply removes the header key k.
+func (r *Rules) strip(k string, conn [][]string) bool {
+	if isHopByHop(k) || hasPrefixFold(k, "Proxy-") {
+		return true
+	}
+	for _, v := range conn {
+		if hasToken(v, k) {
+			return true
+		}
+	}
+	if r != nil {
+		for _, hd := range r.headers {
+			if strings.EqualFold(k, hd.name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isHopByHop reports whether name is a hop-by-hop header of RFC 7230 §6.1
+// (plus Keep-Alive and the Proxy-* ones, checked apart by prefix).
+func isHopByHop(name string) bool {
+	switch len(name) {
+	case 2:
+		return strings.EqualFold(name, "Te")
+	case 7:
+		return strings.EqualFold(name, "Trailer") || strings.EqualFold(name, "Upgrade")
+	case 10:
+		return strings.EqualFold(name, "Connection") || strings.EqualFold(name, "Keep-Alive")
+	case 17:
+		return strings.EqualFold(name, "Transfer-Encoding")
+	}
+	return false
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// hasToken reports whether any of the comma-separated values holds token
+// (case-insensitively), without allocating.
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for v != "" {
+			var t string
+			t, v, _ = strings.Cut(v, ",")
+			if strings.EqualFold(strings.Trim(t, " \t"), token) {
+				return true
+			}
+		}
+	}
+	return false
+}

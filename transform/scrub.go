@@ -1,0 +1,330 @@
+package transform
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+)
+
+// Scrubber replaces every occurrence of a set of secrets with "[redacted]"
+// in response headers and bodies, so that an upstream that echoes a
+// credential (a debug endpoint, an error page quoting the request) does not
+// hand it to the sandbox. A nil *Scrubber is valid and changes nothing.
+//
+// Matching is leftmost, and longest among secrets starting at the same byte,
+// so the output does not depend on how the input was split into reads.
+// Only exact byte sequences are found: an upstream that returns a secret
+// encoded (base64, URL-escaped) or truncated is not caught.
+type Scrubber struct {
+	secrets [][]byte // distinct, non-empty, longest first
+	strs    []string // the same, as strings
+	maxLen  int
+	minLen  int
+
+	// Horspool over the minLen-byte prefixes of the secrets, used when
+	// minLen >= horspoolMin: shift[c] is how far the window may move when
+	// its last byte is c; check[c] says whether c ends some prefix.
+	horspool bool
+	shift    [256]uint16
+	check    [256]bool
+}
+
+// horspoolMin is the shortest secret for which the skip loop beats
+// bytes.Index (which is memchr-based and better for very short needles).
+const horspoolMin = 4
+
+// newScrubber returns a Scrubber for the distinct non-empty secrets, or nil
+// if there are none.
+func newScrubber(secrets []string) *Scrubber {
+	seen := make(map[string]bool, len(secrets))
+	var strs []string
+	for _, s := range secrets {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			strs = append(strs, s)
+		}
+	}
+	if len(strs) == 0 {
+		return nil
+	}
+	sort.SliceStable(strs, func(i, j int) bool { return len(strs[i]) > len(strs[j]) })
+	s := &Scrubber{strs: strs, maxLen: len(strs[0]), minLen: len(strs[len(strs)-1])}
+	for _, v := range strs {
+		s.secrets = append(s.secrets, []byte(v))
+	}
+	if m := s.minLen; m >= horspoolMin && m <= 1<<15 {
+		s.horspool = true
+		for c := range s.shift {
+			s.shift[c] = uint16(m)
+		}
+		for _, v := range strs {
+			for j := 0; j < m-1; j++ {
+				s.shift[v[j]] = min(s.shift[v[j]], uint16(m-1-j))
+			}
+			s.check[v[m-1]] = true
+		}
+	}
+	return s
+}
+
+// String describes the scrubber without its secrets.
+func (s *Scrubber) String() string {
+	if s == nil {
+		return "transform.Scrubber(none)"
+	}
+	return fmt.Sprintf("transform.Scrubber(%d secrets)", len(s.secrets))
+}
+
+// Format prints String for every verb.
+func (s *Scrubber) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(s.String())) }
+
+// find returns the leftmost occurrence at or after from of any secret in b
+// (the longest one when several start there) and its length; -1 if none.
+// next caches, per secret, the position of its next occurrence (-2 unknown,
+// -1 none in b); reset it to -2 for each new b.
+func (s *Scrubber) find(b []byte, from int, next []int) (int, int) {
+	if s.horspool {
+		return s.findHorspool(b, from)
+	}
+	if len(s.secrets) == 1 {
+		i := bytes.Index(b[from:], s.secrets[0])
+		if i < 0 {
+			return -1, 0
+		}
+		return from + i, len(s.secrets[0])
+	}
+	best, bestLen := -1, 0
+	for j, sec := range s.secrets {
+		n := next[j]
+		if n == -2 || (n >= 0 && n < from) {
+			n = bytes.Index(b[from:], sec)
+			if n >= 0 {
+				n += from
+			}
+			next[j] = n
+		}
+		// Secrets are sorted longest first, so "<" keeps the longest of
+		// those starting at the same byte.
+		if n >= 0 && (best < 0 || n < best) {
+			best, bestLen = n, len(sec)
+		}
+	}
+	return best, bestLen
+}
+
+// findHorspool is find by a Horspool scan over the secrets' minLen-byte
+// prefixes: one pass for all secrets, skipping up to minLen bytes at a time.
+// A secret occurring at i has its prefix at i, and Horspool visits every
+// window where a prefix can occur, so the first hit is the leftmost.
+func (s *Scrubber) findHorspool(b []byte, from int) (int, int) {
+	last := s.minLen - 1
+	for i := from; i+last < len(b); {
+		c := b[i+last]
+		if s.check[c] {
+			for _, sec := range s.secrets { // longest first
+				if len(sec) <= len(b)-i && sec[last] == c && bytes.Equal(b[i:i+len(sec)], sec) {
+					return i, len(sec)
+				}
+			}
+		}
+		i += int(s.shift[c])
+	}
+	return -1, 0
+}
+
+func resetNext(next []int) {
+	for i := range next {
+		next[i] = -2
+	}
+}
+
+// replaceAll returns b with every secret replaced, and whether anything was.
+func (s *Scrubber) replaceAll(b []byte) ([]byte, bool) {
+	next := make([]int, len(s.secrets))
+	resetNext(next)
+	var out []byte
+	pos := 0
+	for {
+		i, l := s.find(b, pos, next)
+		if i < 0 {
+			break
+		}
+		out = append(out, b[pos:i]...)
+		out = append(out, redacted...)
+		pos = i + l
+	}
+	if out == nil {
+		return b, false
+	}
+	return append(out, b[pos:]...), true
+}
+
+// replaceString is replaceAll for a string; it allocates only on a match.
+func (s *Scrubber) replaceString(v string) (string, bool) {
+	for _, sec := range s.strs {
+		if strings.Contains(v, sec) {
+			b, _ := s.replaceAll([]byte(v))
+			return string(b), true
+		}
+	}
+	return v, false
+}
+
+// Header replaces every occurrence of a secret in h's values and keys, and
+// reports whether it changed anything. Use it on trailers too.
+func (s *Scrubber) Header(h http.Header) bool {
+	if s == nil {
+		return false
+	}
+	changed := false
+	var renames []string
+	for k, vs := range h {
+		for i, v := range vs {
+			if nv, ok := s.replaceString(v); ok {
+				vs[i] = nv
+				changed = true
+			}
+		}
+		if _, ok := s.replaceString(k); ok {
+			renames = append(renames, k)
+		}
+	}
+	for _, k := range renames {
+		nk, _ := s.replaceString(k)
+		vs := h[k]
+		delete(h, k)
+		h[nk] = append(h[nk], vs...)
+		changed = true
+	}
+	return changed
+}
+
+// Reader returns a ReadCloser that yields rc's bytes with every secret
+// replaced. Memory is bounded: besides one work buffer it keeps only the
+// last (longest secret − 1) bytes of what it read, which may be the start of
+// a secret that the next read completes. Closing it closes rc.
+//
+// Held-back bytes are released only once the following bytes show they do
+// not start a secret, or at io.EOF. On any other error from rc they stay held
+// (the error is passed through; a later Read tries rc again).
+func (s *Scrubber) Reader(rc io.ReadCloser) io.ReadCloser {
+	if s == nil {
+		return rc
+	}
+	r := &scrubReader{s: s, rc: rc, pend: make([]byte, 0, s.maxLen)}
+	if len(s.secrets) > 1 {
+		r.next = make([]int, len(s.secrets))
+	}
+	return r
+}
+
+// scrubBufSize is the size of the internal work buffer, used when the
+// caller's buffer is too small to work in place.
+const scrubBufSize = 32 << 10
+
+type scrubReader struct {
+	s      *Scrubber
+	rc     io.ReadCloser
+	pend   []byte // held back: read from rc, not yet known not to start a secret
+	out    []byte // processed bytes not yet returned (view of outBuf or buf)
+	outBuf []byte // owned storage for output with replacements
+	buf    []byte // work buffer for small caller buffers; allocated lazily
+	next   []int  // find's cache when there are several secrets
+	err    error  // non-EOF error from rc to return once out is drained
+	eof    bool   // rc returned io.EOF: pend has been flushed
+}
+
+func (r *scrubReader) Close() error { return r.rc.Close() }
+
+func (r *scrubReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for empty := 0; ; {
+		if len(r.out) > 0 {
+			n := copy(p, r.out)
+			r.out = r.out[n:]
+			return n, nil
+		}
+		if r.eof {
+			return 0, io.EOF
+		}
+		if r.err != nil {
+			err := r.err
+			r.err = nil
+			return 0, err
+		}
+		// Work in p itself when it has room for the held-back bytes and a
+		// useful read: then, without a match, nothing is copied but the
+		// short tail. Otherwise work in our own buffer.
+		direct := len(p) >= 2*r.s.maxLen && len(p) >= 512
+		area := p
+		if !direct {
+			if r.buf == nil {
+				r.buf = make([]byte, max(scrubBufSize, 4*r.s.maxLen))
+			}
+			area = r.buf
+		}
+		k := copy(area, r.pend)
+		m, err := r.rc.Read(area[k:])
+		switch {
+		case err == io.EOF:
+			r.eof = true
+		case err != nil:
+			r.err = err
+		case m == 0:
+			if empty++; empty >= 100 {
+				return 0, io.ErrNoProgress
+			}
+		}
+		if n := r.process(area[:k+m], direct); n > 0 {
+			return n, nil
+		}
+	}
+}
+
+// process scrubs work (held-back bytes followed by fresh ones). It keeps the
+// tail that may start a secret in pend and either leaves the output in r.out
+// or, when working in place without a match, returns the number of bytes of
+// work (that is, of the caller's buffer) ready to return.
+func (r *scrubReader) process(work []byte, direct bool) int {
+	s := r.s
+	// A match is accepted only if it starts where every secret would fit in
+	// work, so that a longer secret starting at the same byte cannot be cut
+	// by the read boundary; bytes from emitEnd on may start a secret.
+	limit, emitEnd := len(work)-s.maxLen, len(work)-(s.maxLen-1)
+	if r.eof {
+		limit, emitEnd = len(work), len(work)
+	}
+	emitEnd = max(emitEnd, 0)
+	resetNext(r.next)
+	pos, matched := 0, false
+	for {
+		i, l := s.find(work, pos, r.next)
+		if i < 0 || i > limit {
+			break
+		}
+		if !matched {
+			r.outBuf, matched = r.outBuf[:0], true
+		}
+		r.outBuf = append(r.outBuf, work[pos:i]...)
+		r.outBuf = append(r.outBuf, redacted...)
+		pos = i + l
+	}
+	end := max(pos, emitEnd)
+	r.pend = append(r.pend[:0], work[end:]...)
+	switch {
+	case matched:
+		r.outBuf = append(r.outBuf, work[pos:end]...)
+		r.out = r.outBuf
+		return 0
+	case direct:
+		return end
+	default:
+		r.out = work[:end]
+		return 0
+	}
+}

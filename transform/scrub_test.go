@@ -1,0 +1,356 @@
+package transform
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+func scrubberFor(t testing.TB, secrets ...string) *Scrubber {
+	t.Helper()
+	s := newScrubber(secrets)
+	if s == nil {
+		t.Fatal("nil scrubber")
+	}
+	return s
+}
+
+func TestScrubberFromRules(t *testing.T) {
+	r := mustCompile(t, []HeaderSpec{{Name: "Authorization", Value: "Bearer ${env:TOKEN}"}})
+	s := r.Scrubber()
+	if s != r.Scrubber() {
+		t.Error("Scrubber is not built once")
+	}
+	h := http.Header{"X-Echo": {"you sent Bearer " + testSecretValue}, "X-Raw": {testSecretValue + testSecretValue}}
+	if !s.Header(h) {
+		t.Fatal("Header reported no change")
+	}
+	want := http.Header{"X-Echo": {"you sent [redacted]"}, "X-Raw": {"[redacted][redacted]"}}
+	if !reflect.DeepEqual(h, want) {
+		t.Errorf("got %q, want %q", h, want)
+	}
+	if got := s.String(); got != "transform.Scrubber(2 secrets)" {
+		t.Errorf("String = %q", got)
+	}
+}
+
+func TestScrubHeader(t *testing.T) {
+	s := scrubberFor(t, "s3cr3t", "tok")
+	h := http.Header{
+		"A":            {"clean", "has s3cr3t twice s3cr3t", "tok"},
+		"X-S3cr3t":     {"v"}, // canonical keys cannot hold lower-case secrets
+		"x-tok-header": {"1"},
+		"X-Tok-Header": {"2"},
+		"Clean":        {"nothing"},
+	}
+	if !s.Header(h) {
+		t.Fatal("no change reported")
+	}
+	want := http.Header{
+		"A":                   {"clean", "has [redacted] twice [redacted]", "[redacted]"},
+		"X-S3cr3t":            {"v"},
+		"x-[redacted]-header": {"1"},
+		"X-Tok-Header":        {"2"},
+		"Clean":               {"nothing"},
+	}
+	if !reflect.DeepEqual(h, want) {
+		t.Errorf("got  %q\nwant %q", h, want)
+	}
+	clean := http.Header{"A": {"b"}}
+	if s.Header(clean) || !reflect.DeepEqual(clean, http.Header{"A": {"b"}}) {
+		t.Error("clean header changed")
+	}
+	var nilS *Scrubber
+	if nilS.Header(h) {
+		t.Error("nil scrubber changed something")
+	}
+}
+
+func TestScrubReplaceAll(t *testing.T) {
+	tests := []struct {
+		name    string
+		secrets []string
+		in      string
+		want    string
+	}{
+		{"none", []string{"abc"}, "xyz", "xyz"},
+		{"one", []string{"abc"}, "xabcx", "x[redacted]x"},
+		{"adjacent", []string{"abc"}, "abcabc", "[redacted][redacted]"},
+		{"overlapping self", []string{"aa"}, "aaa", "[redacted]a"},
+		{"longest at same start", []string{"Bearer", "Bearer tok"}, "Bearer tok!", "[redacted]!"},
+		{"leftmost wins", []string{"tok", "Bearer tok"}, "Bearer tok", "[redacted]"},
+		{"leftmost shorter", []string{"xab", "abcdef"}, "xabcdef", "[redacted]cdef"},
+		{"several", []string{"one", "two", "three"}, "one two three four", "[redacted] [redacted] [redacted] four"},
+		{"empty input", []string{"a"}, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := scrubberFor(t, tt.secrets...)
+			got, _ := s.replaceAll([]byte(tt.in))
+			if string(got) != tt.want {
+				t.Errorf("replaceAll = %q, want %q", got, tt.want)
+			}
+			for name, r := range readerVariants(s, tt.in) {
+				out, err := io.ReadAll(r)
+				if err != nil || string(out) != tt.want {
+					t.Errorf("%s: got %q, %v; want %q", name, out, err, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// readerVariants scrubs in through readers that split it in different ways.
+func readerVariants(s *Scrubber, in string) map[string]io.Reader {
+	src := func() io.ReadCloser { return io.NopCloser(strings.NewReader(in)) }
+	rc := func(r io.Reader) io.ReadCloser { return io.NopCloser(r) }
+	return map[string]io.Reader{
+		"whole":           s.Reader(src()),
+		"one byte source": s.Reader(rc(iotest.OneByteReader(strings.NewReader(in)))),
+		"half source":     s.Reader(rc(iotest.HalfReader(strings.NewReader(in)))),
+		"data+EOF source": s.Reader(rc(iotest.DataErrReader(strings.NewReader(in)))),
+		"one byte reads":  iotest.OneByteReader(s.Reader(src())),
+		"half reads":      iotest.HalfReader(s.Reader(rc(iotest.HalfReader(strings.NewReader(in))))),
+		"both one byte":   iotest.OneByteReader(s.Reader(rc(iotest.OneByteReader(strings.NewReader(in))))),
+	}
+}
+
+// TestScrubReaderStraddle puts secrets across every possible read boundary
+// in a body larger than the work buffers.
+func TestScrubReaderStraddle(t *testing.T) {
+	for _, short := range []string{"xyz", "xyzw"} { // bytes.Index and Horspool paths
+		t.Run(short, func(t *testing.T) { testStraddle(t, short) })
+	}
+}
+
+func testStraddle(t *testing.T, short string) {
+	secret := "sk-live-0123456789abcdef"
+	other := "Bearer " + secret
+	s := scrubberFor(t, secret, other, short)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var in, want strings.Builder
+	for in.Len() < 3*scrubBufSize {
+		n := rng.IntN(5000)
+		filler := strings.Repeat("ab", n/2)
+		in.WriteString(filler)
+		want.WriteString(filler)
+		switch rng.IntN(3) {
+		case 0:
+			in.WriteString(secret)
+		case 1:
+			in.WriteString(other)
+		case 2:
+			in.WriteString(short)
+		}
+		want.WriteString(redacted)
+	}
+	for name, r := range readerVariants(s, in.String()) {
+		out, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if string(out) != want.String() {
+			t.Errorf("%s: output differs (len %d, want %d)", name, len(out), want.Len())
+		}
+	}
+	for _, size := range []int{1, 2, 7, 23, 24, 25, 47, 48, 64, 511, 512, 4096, 40000} {
+		r := s.Reader(io.NopCloser(strings.NewReader(in.String())))
+		var out bytes.Buffer
+		if _, err := io.CopyBuffer(&out, struct{ io.Reader }{r}, make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != want.String() {
+			t.Errorf("buffer %d: output differs", size)
+		}
+	}
+	// The standard reader conformance tests.
+	if err := iotest.TestReader(s.Reader(io.NopCloser(strings.NewReader(in.String()))), []byte(want.String())); err != nil {
+		t.Error(err)
+	}
+}
+
+// errAfter returns data, then err forever.
+type errAfter struct {
+	data []byte
+	err  error
+}
+
+func (e *errAfter) Read(p []byte) (int, error) {
+	if len(e.data) == 0 {
+		return 0, e.err
+	}
+	n := copy(p, e.data)
+	e.data = e.data[n:]
+	return n, nil
+}
+
+func (e *errAfter) Close() error { return nil }
+
+// TestScrubReaderErrorHoldsTail: when the body fails, the bytes that may
+// start a secret are not released.
+func TestScrubReaderErrorHoldsTail(t *testing.T) {
+	s := scrubberFor(t, "0123456789")
+	boom := errors.New("connection reset")
+	r := s.Reader(&errAfter{data: []byte("hello 01234567"), err: boom})
+	out, err := io.ReadAll(r)
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	if string(out) != "hello" {
+		t.Errorf("released %q before the error, want %q", out, "hello")
+	}
+	// An error is reported once; the next Read tries the source again.
+	if _, err := r.Read(make([]byte, 10)); !errors.Is(err, boom) {
+		t.Errorf("second Read err = %v", err)
+	}
+}
+
+type closeRecorder struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeRecorder) Close() error { c.closed = true; return nil }
+
+func TestScrubReaderClose(t *testing.T) {
+	src := &closeRecorder{Reader: strings.NewReader("x")}
+	r := scrubberFor(t, "abc").Reader(src)
+	if err := r.Close(); err != nil || !src.closed {
+		t.Fatal("Close not passed on")
+	}
+	var nilS *Scrubber
+	if got := nilS.Reader(src); got != io.ReadCloser(src) {
+		t.Error("nil scrubber wraps")
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read([]byte) (int, error) { return 0, nil }
+func (zeroReader) Close() error             { return nil }
+
+func TestScrubReaderNoProgress(t *testing.T) {
+	if _, err := scrubberFor(t, "abc").Reader(zeroReader{}).Read(make([]byte, 8)); err != io.ErrNoProgress {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// FuzzScrubReader checks that streaming gives the same output as scrubbing
+// the whole input at once, whatever the read sizes, and that no secret
+// survives.
+func FuzzScrubReader(f *testing.F) {
+	f.Add([]byte("xx secret yy secretsecret"), uint8(3), uint8(1))
+	f.Add([]byte("sesesecret"), uint8(1), uint8(7))
+	f.Add([]byte("abcabcab"), uint8(2), uint8(2))
+	f.Fuzz(func(t *testing.T, in []byte, srcChunk, dstChunk uint8) {
+		for _, s := range []*Scrubber{
+			scrubberFor(t, "secret", "cret", "sesec", "abcab"), // Horspool
+			scrubberFor(t, "secret", "ab"),                     // bytes.Index, several
+			scrubberFor(t, "sesec"),                            // Horspool, one
+			scrubberFor(t, "se"),                               // bytes.Index, one
+		} {
+			fuzzScrub(t, s, in, srcChunk, dstChunk)
+		}
+	})
+}
+
+// naiveReplace is the reference: at each byte, the longest secret that
+// starts there, else the byte.
+func naiveReplace(s *Scrubber, in []byte) []byte {
+	var out []byte
+	for i := 0; i < len(in); {
+		l := 0
+		for _, sec := range s.secrets {
+			if bytes.HasPrefix(in[i:], sec) && len(sec) > l {
+				l = len(sec)
+			}
+		}
+		if l == 0 {
+			out = append(out, in[i])
+			i++
+			continue
+		}
+		out = append(out, redacted...)
+		i += l
+	}
+	return out
+}
+
+func fuzzScrub(t *testing.T, s *Scrubber, in []byte, srcChunk, dstChunk uint8) {
+	want, _ := s.replaceAll(in)
+	if naive := naiveReplace(s, in); !bytes.Equal(want, naive) {
+		t.Fatalf("replaceAll %q != naive %q", want, naive)
+	}
+	r := s.Reader(io.NopCloser(&chunkReader{data: in, n: int(srcChunk%64) + 1}))
+	var out bytes.Buffer
+	buf := make([]byte, int(dstChunk)+1)
+	for {
+		n, err := r.Read(buf)
+		out.Write(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Fatalf("stream %q != whole %q", out.Bytes(), want)
+	}
+}
+
+type chunkReader struct {
+	data []byte
+	n    int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), c.n)], c.data)
+	c.data = c.data[n:]
+	return n, nil
+}
+
+// benchBody is 64 MiB of random-ish printable data.
+var benchBody = func() []byte {
+	b := make([]byte, 64<<20)
+	rng := rand.New(rand.NewPCG(3, 4))
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_ {}\":,\n"
+	for i := range b {
+		b[i] = alphabet[rng.IntN(len(alphabet))]
+	}
+	return b
+}()
+
+// onlyReader and onlyWriter hide WriteTo/ReadFrom so both sides of the
+// comparison copy through the same 32 KiB buffer, as a proxy does.
+type onlyReader struct{ io.Reader }
+type onlyWriter struct{ io.Writer }
+
+func benchCopy(b *testing.B, wrap func(io.ReadCloser) io.ReadCloser) {
+	buf := make([]byte, 32<<10)
+	b.SetBytes(int64(len(benchBody)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := wrap(io.NopCloser(onlyReader{bytes.NewReader(benchBody)}))
+		if _, err := io.CopyBuffer(onlyWriter{io.Discard}, onlyReader{r}, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkScrubReader(b *testing.B) {
+	one := newScrubber([]string{"sk-live-0123456789abcdef"})
+	three := newScrubber([]string{"sk-live-0123456789abcdef", "Bearer sk-live-0123456789abcdef", "u-7f3a9c"})
+	b.Run("plain", func(b *testing.B) { benchCopy(b, func(r io.ReadCloser) io.ReadCloser { return r }) })
+	b.Run("scrub-1-secret", func(b *testing.B) { benchCopy(b, one.Reader) })
+	b.Run("scrub-3-secrets", func(b *testing.B) { benchCopy(b, three.Reader) })
+}
