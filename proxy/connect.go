@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -111,9 +110,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer upstream.Close()
-	if ap, err := netip.ParseAddrPort(upstream.RemoteAddr().String()); err == nil {
-		d.upstream = ap
-	}
+	d.setUpstream(upstream)
 	if _, err := upstream.Write(helloBytes); err != nil {
 		d.refuse(classifyUpstream(err, t.host))
 		return

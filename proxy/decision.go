@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -73,6 +74,13 @@ func (d *decision) addOut(n int64) {
 	d.mu.Lock()
 	d.bytesOut += n
 	d.mu.Unlock()
+}
+
+// setUpstream records the address a connection was dialled to.
+func (d *decision) setUpstream(c net.Conn) {
+	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+		d.upstream = ap
+	}
 }
 
 // refuse records a denial; the first one wins.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 
 	"github.com/elazarl/goproxy"
@@ -120,11 +121,14 @@ func (s *Server) refuse(r *http.Request, d *decision, den *denial) *http.Respons
 // roundTrip sends an allowed request upstream and ties the decision line to
 // the end of the response body, where the request really ends.
 func (s *Server) roundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Response, error) {
+	st := ctx.UserData.(*forwardState)
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { st.d.setUpstream(info.Conn) },
+	}))
 	resp, err := s.transport.RoundTrip(r)
 	if err != nil {
 		return nil, err
 	}
-	st := ctx.UserData.(*forwardState)
 	st.d.status = resp.StatusCode
 	scrubResponse(resp, st.scrub)
 	resp.Body = wrapLoggingBody(resp.Body, st.d, &s.log)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"strconv"
 	"sync"
@@ -159,6 +160,9 @@ func splitHostPortDefault(hp, defaultPort string) (string, string) {
 
 func (h *mitmHandler) rewrite(pr *httputil.ProxyRequest) {
 	d := pr.In.Context().Value(mitmDecisionKey{}).(*decision)
+	pr.Out = pr.Out.WithContext(httptrace.WithClientTrace(pr.Out.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { d.setUpstream(info.Conn) },
+	}))
 	pr.Out.URL.Scheme = "https"
 	pr.Out.URL.Host = h.t.authority(443)
 	pr.Out.Host = pr.Out.URL.Host

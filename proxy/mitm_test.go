@@ -143,7 +143,7 @@ func TestMITMReferenceScenario(t *testing.T) {
 		t.Fatal("the client was not served our leaf certificate")
 	}
 	d := env.gw.logs.waitDecisions(t, 1)[0]
-	if d["mode"] != "mitm" || d["entry"] != "telemetry.example.com" || fmt.Sprint(d["injected"]) != "[Authorization]" || d["status"] != 200.0 {
+	if d["mode"] != "mitm" || d["upstream"] != "127.0.0.1:"+env.upstream || d["entry"] != "telemetry.example.com" || fmt.Sprint(d["injected"]) != "[Authorization]" || d["status"] != 200.0 {
 		t.Fatalf("decision = %v", d)
 	}
 	env.assertNoCanary(t)

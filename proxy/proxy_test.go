@@ -77,7 +77,7 @@ func TestForwardAllowed(t *testing.T) {
 		t.Errorf("upstream path = %q", got.URL)
 	}
 	d := gw.logs.waitDecisions(t, 1)[0]
-	for k, v := range map[string]any{"mode": "http", "verdict": "allow", "host": "api.example.com", "entry": "api.example.com", "status": 200.0, "bytes_in": 7.0} {
+	for k, v := range map[string]any{"mode": "http", "verdict": "allow", "upstream": up.hostPort(), "host": "api.example.com", "entry": "api.example.com", "status": 200.0, "bytes_in": 7.0} {
 		if d[k] != v {
 			t.Errorf("decision %s = %v, want %v", k, d[k], v)
 		}

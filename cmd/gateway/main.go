@@ -61,6 +61,8 @@ func commands() map[string]command {
 		"serve":   {"run the egress gateway", runServe},
 		"check":   {"validate a gateway config file", runCheck},
 		"version": {"print the version", runVersion},
+		"ca":      {"create the gateway's CA, print its certificate", runCA},
+		"hooks":   {"run and check tool-execution hooks (hooks.json)", runHooks},
 	}
 }
 
