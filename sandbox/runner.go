@@ -1,0 +1,327 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hookgate/hookgate/hookhttp"
+)
+
+// DefaultKillGrace is how long a timed-out command's process group has
+// between SIGTERM and SIGKILL.
+const DefaultKillGrace = 500 * time.Millisecond
+
+// Log field names of the per-handler line, defined once.
+const (
+	fieldEvent       = "event"
+	fieldEventID     = "event_id"
+	fieldTool        = "tool"
+	fieldGroup       = "group"
+	fieldHandler     = "handler"
+	fieldHandlerType = "handler_type"
+	fieldOutcome     = "outcome"
+	fieldEffect      = "effect"
+	fieldDetail      = "detail"
+	fieldDuration    = "duration_ms"
+	fieldStderr      = "stderr"
+	fieldAttempts    = "attempts"
+	fieldStatus      = "status"
+	fieldSource      = "source"
+)
+
+// RunnerOptions configure a Runner. Every field is optional.
+type RunnerOptions struct {
+	// Logger receives one line per handler run. If zero, nothing is logged.
+	Logger zerolog.Logger
+	// HTTP delivers http handlers' events. If nil, http handlers fail with
+	// a spawn-error outcome.
+	HTTP *hookhttp.Client
+	// Deadline bounds a whole Run (every handler of the event). If zero,
+	// only each handler's own timeout applies.
+	Deadline time.Duration
+	// Env is the environment of command handlers. If nil, os.Environ().
+	Env []string
+	// KillGrace is the time between SIGTERM and SIGKILL for a timed-out
+	// command. If zero, DefaultKillGrace.
+	KillGrace time.Duration
+}
+
+// Runner runs the hooks of events. It is safe for concurrent use.
+type Runner struct {
+	hooks *Hooks
+	opts  RunnerOptions
+	// matches caches, per event kind and tool name, the rules that apply
+	// (tool names are few; the cache is bounded all the same).
+	matches    sync.Map // matchKey -> []match
+	matchCount atomic.Int32
+}
+
+const maxCachedTools = 1024
+
+type matchKey struct {
+	kind EventKind
+	tool string
+}
+
+type match struct {
+	group *Group
+	rule  *Rule
+}
+
+// NewRunner returns a Runner for h.
+func NewRunner(h *Hooks, opts RunnerOptions) *Runner {
+	if h == nil {
+		h = &Hooks{}
+	}
+	if opts.KillGrace <= 0 {
+		opts.KillGrace = DefaultKillGrace
+	}
+	return &Runner{hooks: h, opts: opts}
+}
+
+// Result is what one handler did.
+type Result struct {
+	Group    string
+	Handler  *Handler
+	Outcome  Outcome
+	Reason   string // the deny reason (OutcomeDeny)
+	Detail   string // the failure's cause
+	Stderr   string // tail of a command's stderr
+	Duration time.Duration
+}
+
+// Matching returns the rules of enabled groups that apply to tool for this
+// event kind, in run order. The answer is cached per (kind, tool).
+func (r *Runner) matching(kind EventKind, tool string) []match {
+	key := matchKey{kind, tool}
+	if v, ok := r.matches.Load(key); ok {
+		return v.([]match)
+	}
+	ms := r.computeMatches(kind, tool)
+	if r.matchCount.Load() < maxCachedTools {
+		if _, loaded := r.matches.LoadOrStore(key, ms); !loaded {
+			r.matchCount.Add(1)
+		}
+	}
+	return ms
+}
+
+func (r *Runner) computeMatches(kind EventKind, tool string) []match {
+	var ms []match
+	for _, g := range r.hooks.Groups {
+		if !g.Enabled {
+			continue
+		}
+		for _, rule := range g.Rules[kind] {
+			if rule.Matcher.Match(tool) {
+				ms = append(ms, match{g, rule})
+			}
+		}
+	}
+	return ms
+}
+
+// Run runs every handler that applies to ev, in order: the matching rules
+// of enabled groups (root file first, file order), each rule's handlers in
+// declaration order, one after the other. The decision is deny when any
+// handler answered a well-formed deny, or failed while configured with
+// "on_failure": "deny"; the reasons are joined in order. Post events never
+// deny. Run always returns a decision: failures are logged, not returned.
+func (r *Runner) Run(ctx context.Context, ev Event) Decision {
+	if r.opts.Deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.opts.Deadline)
+		defer cancel()
+	}
+	eventID := newID()
+	log := r.opts.Logger.With().Str(fieldEvent, string(ev.Kind)).Str(fieldEventID, eventID).Str(fieldTool, ev.Tool).Logger()
+
+	d := Decision{Decision: Allow}
+	var reasons []string
+	n := 0
+	for _, m := range r.matching(ev.Kind, ev.Tool) {
+		for _, h := range m.rule.Handlers {
+			n++
+			res := r.runHandler(ctx, ev, m.group, h, fmt.Sprintf("%s-%d", eventID, n))
+			effect := "allow"
+			switch {
+			case ev.Kind == PostToolExecution:
+				effect = "ignored"
+			case res.Outcome == OutcomeDeny:
+				effect = "deny"
+				reason := res.Reason
+				if reason == "" {
+					reason = fmt.Sprintf("denied by hook group %q", m.group.Name)
+				}
+				reasons = append(reasons, reason)
+			case res.Outcome.Failed() && h.FailDeny:
+				effect = "fail-closed"
+				reasons = append(reasons, fmt.Sprintf("hook group %q failed (%s: %s) and is configured with on_failure deny",
+					m.group.Name, res.Outcome, res.Detail))
+			case res.Outcome.Failed():
+				effect = "fail-open"
+			}
+			r.logResult(log, res, effect)
+			d.Results = append(d.Results, res)
+		}
+	}
+	if len(reasons) > 0 {
+		d.Decision = Deny
+		d.Reason = strings.Join(reasons, "; ")
+	}
+	return d
+}
+
+func (r *Runner) logResult(log zerolog.Logger, res Result, effect string) {
+	var e *zerolog.Event
+	switch {
+	case res.Outcome.Failed():
+		e = log.Warn()
+	default:
+		e = log.Info()
+	}
+	e = e.Str(fieldGroup, res.Group).
+		Str(fieldHandler, res.Handler.Name()).
+		Str(fieldHandlerType, string(res.Handler.Type)).
+		Str(fieldOutcome, string(res.Outcome)).
+		Str(fieldEffect, effect).
+		Str(fieldSource, fmt.Sprintf("%s:%d", res.Handler.File, res.Handler.Line))
+	detail := res.Detail
+	if res.Outcome == OutcomeDeny {
+		detail = res.Reason
+	}
+	e = e.Str(fieldDetail, detail)
+	if res.Stderr != "" {
+		e = e.Str(fieldStderr, res.Stderr)
+	}
+	e.Float64(fieldDuration, float64(res.Duration.Microseconds())/1000).Msg("hook")
+}
+
+// runHandler runs one handler and classifies what happened.
+func (r *Runner) runHandler(ctx context.Context, ev Event, g *Group, h *Handler, idemKey string) Result {
+	res := Result{Group: g.Name, Handler: h}
+	start := time.Now()
+	defer func() { res.Duration = time.Since(start) }()
+	if err := ctx.Err(); err != nil {
+		res.Outcome, res.Detail = OutcomeTimeout, "not run: "+ctxCause(err)
+		res.Duration = 0
+		return res
+	}
+	if h.Invalid != "" {
+		res.Outcome, res.Detail = OutcomeSpawnError, h.Invalid
+		res.Duration = time.Since(start)
+		return res
+	}
+	hctx, cancel := context.WithTimeout(ctx, h.Timeout)
+	defer cancel()
+
+	var out []byte
+	switch h.Type {
+	case CommandHandler:
+		env := r.opts.Env
+		if env == nil {
+			env = os.Environ()
+		}
+		cr := runCommand(hctx, h.Command, r.hooks.Workspace, env, ev.Payload, r.opts.KillGrace)
+		res.Stderr = tail(cr.stderr, 1024)
+		out = cr.stdout
+		if cr.outcome != "" {
+			res.Outcome, res.Detail = cr.outcome, cr.detail
+			if cr.timedOut {
+				res.Detail = timeoutDetail(ctx, h.Timeout) + "; process group killed"
+			}
+		}
+	case HTTPHandler:
+		if r.opts.HTTP == nil {
+			res.Outcome, res.Detail = OutcomeSpawnError, "no HTTP client configured"
+			break
+		}
+		resp, err := r.opts.HTTP.Post(hctx, h.URL, h.Headers, idemKey, ev.Payload, 0)
+		if err != nil {
+			var he *hookhttp.Error
+			if errors.As(err, &he) {
+				res.Outcome, res.Detail = Outcome(he.Kind), he.Detail
+				if he.Kind == hookhttp.KindTimeout {
+					res.Detail = timeoutDetail(ctx, h.Timeout)
+				}
+				if he.Attempts > 1 {
+					res.Detail += fmt.Sprintf(" (after %d attempts)", he.Attempts)
+				}
+			} else {
+				res.Outcome, res.Detail = OutcomeConnectError, err.Error()
+			}
+			break
+		}
+		out = resp.Body
+	default:
+		res.Outcome, res.Detail = OutcomeSpawnError, fmt.Sprintf("unknown handler type %q", h.Type)
+	}
+	if res.Outcome == "" {
+		if ev.Kind == PostToolExecution {
+			res.Outcome, res.Detail = OutcomeAllow, "post event: output ignored"
+		} else {
+			o, s := parseDecision(out)
+			res.Outcome = o
+			if o == OutcomeDeny {
+				res.Reason = s
+			} else {
+				res.Detail = s
+			}
+		}
+	}
+	res.Duration = time.Since(start)
+	return res
+}
+
+// timeoutDetail says whose deadline passed: the handler's own timeout, the
+// chain's deadline, or a cancellation.
+func timeoutDetail(parent context.Context, timeout time.Duration) string {
+	if err := parent.Err(); err != nil {
+		return ctxCause(err)
+	}
+	return fmt.Sprintf("timed out after %v", timeout)
+}
+
+func ctxCause(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "canceled"
+	}
+	return "deadline of the hook chain exceeded"
+}
+
+func tail(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > n {
+		s = "…" + s[len(s)-n:]
+	}
+	return strings.ToValidUTF8(s, "?")
+}
+
+// newID is a random identifier (UUID v4 layout) for an event.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}
