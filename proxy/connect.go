@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -20,7 +21,6 @@ import (
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	d := newDecision(clientAddr(r), modeTunnel)
 	d.method = r.Method
-	defer d.log(&s.log)
 
 	if r.URL.User != nil || strings.Contains(r.Host, "@") {
 		s.refuseConnect(w, d, badRequest(r.Host, "userinfo is not allowed in a CONNECT target"))
@@ -37,23 +37,11 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		s.refuseConnect(w, d, den)
 		return
 	}
-	p := s.policy.Load()
-	v, den := judge(p, t)
-	if v.Allowed {
-		d.entry = v.Entry.Domain
-	}
+	adm, den := s.admit(r.Context(), t, d)
 	if den != nil {
 		s.refuseConnect(w, d, den)
 		return
 	}
-	g := *s.guard
-	g.Addrs = p.Addrs
-	dest, err := g.Resolve(r.Context(), t.host, t.ip, t.port)
-	if err != nil {
-		s.refuseConnect(w, d, classifyUpstream(err, t.host))
-		return
-	}
-
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		s.refuseConnect(w, d, badRequest(t.host, "CONNECT is only supported over HTTP/1.1"))
@@ -62,16 +50,13 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	client, buf, err := hj.Hijack()
 	if err != nil {
 		d.refuse(classifyUpstream(err, t.host))
+		d.log(&s.log)
 		return
 	}
-	s.tunnels.Add(1)
-	defer s.tunnels.Done()
-	s.track(client)
-	defer s.untrack(client)
-	defer client.Close()
-
+	ss := s.newSession(client, d)
 	if _, err := client.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
 		d.refuse(deny(CodeUpstreamError, 0, t.host, "client went away before the tunnel opened"))
+		ss.end()
 		return
 	}
 	d.status = http.StatusOK
@@ -84,12 +69,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		_, _ = client.Write(tlsAlertAccessDenied)
 		d.refuse(deny(CodeProtocol, 0, t.host, "a tunnel must start with a TLS ClientHello: %v", helloErrReason(err)))
-		return
-	}
-	d.sni = hello.ServerName
-	if den := checkSNI(t, hello.ServerName); den != nil {
-		_, _ = client.Write(tlsAlertAccessDenied)
-		d.refuse(den)
+		ss.end()
 		return
 	}
 	// Replay what the peek consumed, and anything still buffered behind it
@@ -98,25 +78,108 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		more, _ := buf.Reader.Peek(rest)
 		helloBytes = append(helloBytes, more...)
 	}
-	if rules := p.rules(v); rules.Transform != nil {
-		s.serveMITM(r.Context(), &replayConn{Conn: client, replay: helloBytes}, t, dest, rules, g, d)
-		return
-	}
-
-	upstream, err := g.Dial(r.Context(), dest)
-	if err != nil {
+	d.sni = hello.ServerName
+	if den := checkSNI(t, hello.ServerName); den != nil {
 		_, _ = client.Write(tlsAlertAccessDenied)
-		d.refuse(classifyUpstream(err, t.host))
+		d.refuse(den)
+		ss.end()
 		return
 	}
-	defer upstream.Close()
+	s.openTunnel(ss, helloBytes, t, adm)
+}
+
+// admission is what an allowed target carries into its tunnel: the policy
+// generation it was judged by, the verdict, and the judged addresses.
+type admission struct {
+	policy  *Policy
+	verdict allowlist.Verdict
+	dest    Target
+	guard   Guard
+}
+
+// admit judges a target against the current policy and resolves and judges
+// its addresses. Explicit and transparent mode share it.
+func (s *Server) admit(ctx context.Context, t target, d *decision) (admission, *denial) {
+	p := s.policy.Load()
+	v, den := judge(p, t)
+	if v.Allowed {
+		d.entry = v.Entry.Domain
+	}
+	if den != nil {
+		return admission{}, den
+	}
+	g := *s.guard
+	g.Addrs = p.Addrs
+	dest, err := g.Resolve(ctx, t.host, t.ip, t.port)
+	if err != nil {
+		return admission{}, classifyUpstream(err, t.host)
+	}
+	return admission{policy: p, verdict: v, dest: dest, guard: g}, nil
+}
+
+// openTunnel finishes an admitted TLS connection whose ClientHello has been
+// read (and checked against the target): a transform entry is intercepted,
+// anything else is dialled and relayed opaquely. It takes over the session:
+// the session ends when the tunnel does, possibly after openTunnel returns
+// (a relay runs on goroutines of its own so that the goroutine which parsed
+// the request, with its grown stack, can exit).
+func (s *Server) openTunnel(ss *session, helloBytes []byte, t target, adm admission) {
+	d := ss.d
+	if rules := adm.policy.rules(adm.verdict); rules.Transform != nil {
+		// Intercepted requests outlive no context of ours: the session ends
+		// when the client or Shutdown closes the connection.
+		s.serveMITM(context.Background(), &replayConn{Conn: ss.client, replay: helloBytes}, t, adm.dest, rules, adm.guard, d)
+		ss.end()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeouts.Dial)
+	upstream, err := adm.guard.Dial(ctx, adm.dest)
+	cancel()
+	if err != nil {
+		_, _ = ss.client.Write(tlsAlertAccessDenied)
+		d.refuse(classifyUpstream(err, t.host))
+		ss.end()
+		return
+	}
 	d.setUpstream(upstream)
 	if _, err := upstream.Write(helloBytes); err != nil {
+		upstream.Close()
 		d.refuse(classifyUpstream(err, t.host))
+		ss.end()
 		return
 	}
 	d.addIn(int64(len(helloBytes)))
-	splice(client, upstream, d, s.timeouts.TunnelIdle)
+	go func() {
+		s.relay(ss.client, upstream, d)
+		upstream.Close()
+		ss.end()
+	}()
+}
+
+// session owns a hijacked client connection from its 200 (or, in
+// transparent mode, its accept) to its end: it is tracked for Shutdown,
+// which http.Server.Shutdown cannot see, and end closes it, untracks it and
+// writes the decision line, once.
+type session struct {
+	s      *Server
+	client net.Conn
+	d      *decision
+	once   sync.Once
+}
+
+func (s *Server) newSession(c net.Conn, d *decision) *session {
+	s.tunnels.Add(1)
+	s.track(c)
+	return &session{s: s, client: c, d: d}
+}
+
+func (ss *session) end() {
+	ss.once.Do(func() {
+		_ = ss.client.Close()
+		ss.s.untrack(ss.client)
+		ss.d.log(&ss.s.log)
+		ss.s.tunnels.Done()
+	})
 }
 
 // replayConn is a client connection whose first reads return bytes already
@@ -139,6 +202,7 @@ func (c *replayConn) Read(p []byte) (int, error) {
 func (s *Server) refuseConnect(w http.ResponseWriter, d *decision, den *denial) {
 	d.refuse(den)
 	den.write(w)
+	d.log(&s.log)
 }
 
 // checkSNI binds the tunnel to the host that was allowed: the SNI must name
@@ -169,48 +233,6 @@ func helloErrReason(err error) string {
 		return "the first bytes are not TLS"
 	}
 	return "it could not be parsed"
-}
-
-// splice copies both ways until both directions are done, half-closing each
-// side as the other finishes, and counts the bytes. A tunnel with no traffic
-// either way for idle is closed.
-func splice(client, upstream net.Conn, d *decision, idle time.Duration) {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		n := copyIdle(upstream, client, idle)
-		d.addIn(n)
-		closeWrite(upstream)
-	}()
-	go func() {
-		defer wg.Done()
-		n := copyIdle(client, upstream, idle)
-		d.addOut(n)
-		closeWrite(client)
-	}()
-	wg.Wait()
-}
-
-// copyIdle copies src to dst, extending src's read deadline by idle before
-// each read so that a dead tunnel does not live forever.
-func copyIdle(dst, src net.Conn, idle time.Duration) int64 {
-	buf := make([]byte, 32<<10)
-	var total int64
-	for {
-		_ = src.SetReadDeadline(time.Now().Add(idle))
-		n, err := src.Read(buf)
-		if n > 0 {
-			w, werr := dst.Write(buf[:n])
-			total += int64(w)
-			if werr != nil {
-				return total
-			}
-		}
-		if err != nil {
-			return total
-		}
-	}
 }
 
 func closeWrite(c net.Conn) {

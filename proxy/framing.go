@@ -91,6 +91,15 @@ func (c *framingConn) Read(p []byte) (int, error) {
 	}
 }
 
+// pending is how many checked bytes wait to be read.
+func (c *framingConn) pending() int { return len(c.out) }
+
+// release drops the buffers of a connection that is now a raw tunnel and is
+// read underneath the wrapper.
+func (c *framingConn) release() {
+	c.readBuf, c.hold, c.out = nil, nil, nil
+}
+
 func (c *framingConn) discard() (int, error) {
 	var scratch [512]byte
 	for {

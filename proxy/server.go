@@ -121,6 +121,8 @@ type Server struct {
 	mu       sync.Mutex
 	hijacked map[net.Conn]struct{}
 	tunnels  sync.WaitGroup
+
+	bufs sync.Pool // *[]byte of relayBufSize, lent to tunnels while bytes move
 }
 
 var _ http.Handler = (*Server)(nil)

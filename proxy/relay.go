@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// relayBufSize is the copy buffer of a tunnel direction while bytes move.
+const relayBufSize = 32 << 10
+
+// relay copies both ways between a tunnel's client and upstream until both
+// directions are done, half-closing each side as the other finishes, and
+// counts the bytes. One direction runs on the calling goroutine.
+//
+// An idle tunnel holds no copy buffer: each direction borrows one from a
+// pool only while its socket has bytes to read, and gives it back before it
+// waits (see readPooled). With thousands of idle tunnels this is most of
+// their memory.
+func (s *Server) relay(client, upstream net.Conn, d *decision) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.addOut(s.copyTunnel(client, upstream))
+		closeWrite(client)
+	}()
+	d.addIn(s.copyTunnel(upstream, client))
+	closeWrite(upstream)
+	wg.Wait()
+}
+
+// copyTunnel copies src to dst until EOF or an error. A direction with no
+// bytes for TunnelIdle ends (the read deadline is pushed forward as bytes
+// arrive, but at most every TunnelIdle/16, to keep timer updates off the
+// hot path).
+func (s *Server) copyTunnel(dst, src net.Conn) int64 {
+	idle := s.timeouts.TunnelIdle
+	var (
+		total     int64
+		refreshed time.Time
+	)
+	rc := rawConnOf(src)
+	for {
+		if now := time.Now(); now.Sub(refreshed) > idle/16 {
+			_ = src.SetReadDeadline(now.Add(idle))
+			refreshed = now
+		}
+		var (
+			bp  *[]byte
+			n   int
+			err error
+		)
+		if rc != nil {
+			bp, n, err = s.readPooled(rc)
+		} else {
+			bp = s.getBuf()
+			n, err = src.Read(*bp)
+		}
+		if n > 0 {
+			w, werr := dst.Write((*bp)[:n])
+			total += int64(w)
+			if werr != nil {
+				err = werr
+			}
+		}
+		if bp != nil {
+			s.bufs.Put(bp)
+		}
+		if err != nil {
+			return total
+		}
+	}
+}
+
+func (s *Server) getBuf() *[]byte {
+	if bp, ok := s.bufs.Get().(*[]byte); ok {
+		return bp
+	}
+	b := make([]byte, relayBufSize)
+	return &b
+}
+
+// errEOF marks a clean end of stream from readPooled.
+var errEOF = errors.New("EOF")
+
+// readPooled reads once from a raw socket, taking a pooled buffer only when
+// the read can return data: on EAGAIN the buffer goes back to the pool before
+// the runtime's poller waits for the socket (and honours its deadline).
+func (s *Server) readPooled(rc syscall.RawConn) (*[]byte, int, error) {
+	var (
+		bp      *[]byte
+		n       int
+		readErr error
+	)
+	err := rc.Read(func(fd uintptr) bool {
+		if bp == nil {
+			bp = s.getBuf()
+		}
+		for {
+			n, readErr = syscall.Read(int(fd), *bp)
+			if readErr != syscall.EINTR {
+				break
+			}
+		}
+		if readErr == syscall.EAGAIN {
+			s.bufs.Put(bp)
+			bp = nil
+			return false
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return bp, 0, err
+	case readErr != nil:
+		return bp, 0, readErr
+	case n == 0:
+		return bp, 0, errEOF
+	}
+	return bp, n, nil
+}
+
+// rawConnOf returns the socket under a TCP connection, for readPooled, or
+// nil when c is something else or still holds bytes of its own to hand out.
+func rawConnOf(c net.Conn) syscall.RawConn {
+	if fc, ok := c.(*framingConn); ok {
+		if fc.pending() > 0 {
+			return nil
+		}
+		fc.release()
+		c = fc.Conn
+	}
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
