@@ -11,22 +11,23 @@ import (
 
 // Field names of the decision line, defined once (SPEC §3).
 const (
-	fieldClient   = "client"
-	fieldHost     = "host"
-	fieldPort     = "port"
-	fieldMode     = "mode"
-	fieldVerdict  = "verdict"
-	fieldReason   = "reason"
-	fieldCode     = "code"
-	fieldStatus   = "status"
-	fieldEntry    = "entry"
-	fieldSNI      = "sni"
-	fieldUpstream = "upstream"
-	fieldBytesIn  = "bytes_in"
-	fieldBytesOut = "bytes_out"
-	fieldDuration = "duration_ms"
-	fieldInjected = "injected"
-	fieldMethod   = "method"
+	fieldClient      = "client"
+	fieldHost        = "host"
+	fieldPort        = "port"
+	fieldMode        = "mode"
+	fieldVerdict     = "verdict"
+	fieldReason      = "reason"
+	fieldCode        = "code"
+	fieldStatus      = "status"
+	fieldEntry       = "entry"
+	fieldSNI         = "sni"
+	fieldUpstream    = "upstream"
+	fieldBytesIn     = "bytes_in"
+	fieldBytesOut    = "bytes_out"
+	fieldDuration    = "duration_ms"
+	fieldInjected    = "injected"
+	fieldMethod      = "method"
+	fieldTransparent = "transparent"
 )
 
 // Modes of the decision line.
@@ -49,6 +50,8 @@ type decision struct {
 	sni      string
 	upstream netip.AddrPort
 	injected []string
+
+	transparent bool // arrived on the transparent listener
 
 	denial *denial // nil: allowed
 	status int
@@ -108,6 +111,9 @@ func (d *decision) log(l *zerolog.Logger) {
 			Str(fieldHost, d.host).
 			Uint16(fieldPort, d.port).
 			Str(fieldVerdict, verdict)
+		if d.transparent {
+			ev = ev.Bool(fieldTransparent, true)
+		}
 		if d.method != "" {
 			ev = ev.Str(fieldMethod, d.method)
 		}

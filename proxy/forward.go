@@ -53,6 +53,7 @@ func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	d := newDecision(clientAddr(r), modeHTTP)
 	d.method = r.Method
+	d.transparent, _ = r.Context().Value(transparentKey{}).(bool)
 	st := &forwardState{d: d}
 	ctx.UserData = st
 	ctx.RoundTripper = goproxy.RoundTripperFunc(s.roundTrip)

@@ -274,3 +274,4 @@ func (u *upstream) port() string {
 }
 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,11 +119,17 @@ type Server struct {
 
 	// hijacked tracks CONNECT connections, which http.Server.Shutdown does
 	// not see once they are hijacked; Shutdown waits for them, then closes them.
-	mu       sync.Mutex
-	hijacked map[net.Conn]struct{}
-	tunnels  sync.WaitGroup
+	mu          sync.Mutex
+	hijacked    map[net.Conn]struct{}
+	tunnels     sync.WaitGroup
+	transparent []net.Listener // closed by Shutdown
+	closing     bool
 
 	bufs sync.Pool // *[]byte of relayBufSize, lent to tunnels while bytes move
+
+	// origDst recovers a redirected connection's destination; OriginalDst,
+	// replaced in tests that cannot install redirect rules.
+	origDst func(net.Conn) (netip.AddrPort, error)
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -139,6 +146,7 @@ func New(o Options) (*Server, error) {
 		timeouts: o.Timeouts.withDefaults(),
 		maxHdr:   o.MaxHeaderBytes,
 		hijacked: make(map[net.Conn]struct{}),
+		origDst:  OriginalDst,
 	}
 	if s.maxHdr <= 0 {
 		s.maxHdr = 64 << 10
@@ -211,6 +219,12 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting, waits for in-flight requests and tunnels until ctx
 // is done, then closes whatever is left, hijacked connections included.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for _, ln := range s.transparent {
+		_ = ln.Close()
+	}
+	s.mu.Unlock()
 	err := s.http.Shutdown(ctx)
 	done := make(chan struct{})
 	go func() { s.tunnels.Wait(); close(done) }()
