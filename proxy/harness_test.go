@@ -274,4 +274,3 @@ func (u *upstream) port() string {
 }
 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
-
