@@ -1,18 +1,14 @@
 package proxy
 
-import (
-	"io"
-
-	"github.com/rs/zerolog"
-)
+import "io"
 
 // loggingBody counts the response bytes read through it and writes the
 // request's decision line when it is closed, which is when goproxy has
 // finished copying it to the client.
 type loggingBody struct {
 	io.ReadCloser
-	d   *decision
-	log *zerolog.Logger
+	d    *decision
+	sink *sink
 }
 
 func (b *loggingBody) Read(p []byte) (int, error) {
@@ -23,7 +19,7 @@ func (b *loggingBody) Read(p []byte) (int, error) {
 
 func (b *loggingBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.d.log(b.log)
+	b.d.log(b.sink)
 	return err
 }
 
@@ -40,8 +36,8 @@ func (b *loggingRWBody) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func wrapLoggingBody(body io.ReadCloser, d *decision, log *zerolog.Logger) io.ReadCloser {
-	lb := loggingBody{ReadCloser: body, d: d, log: log}
+func wrapLoggingBody(body io.ReadCloser, d *decision, k *sink) io.ReadCloser {
+	lb := loggingBody{ReadCloser: body, d: d, sink: k}
 	if w, ok := body.(io.Writer); ok {
 		return &loggingRWBody{loggingBody: lb, w: w}
 	}

@@ -50,7 +50,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	client, buf, err := hj.Hijack()
 	if err != nil {
 		d.refuse(classifyUpstream(err, t.host))
-		d.log(&s.log)
+		d.log(&s.sink)
 		return
 	}
 	ss := s.newSession(client, d)
@@ -170,6 +170,9 @@ type session struct {
 func (s *Server) newSession(c net.Conn, d *decision) *session {
 	s.tunnels.Add(1)
 	s.track(c)
+	if s.sink.observer.Tunnel != nil {
+		s.sink.observer.Tunnel(1)
+	}
 	return &session{s: s, client: c, d: d}
 }
 
@@ -177,7 +180,10 @@ func (ss *session) end() {
 	ss.once.Do(func() {
 		_ = ss.client.Close()
 		ss.s.untrack(ss.client)
-		ss.d.log(&ss.s.log)
+		ss.d.log(&ss.s.sink)
+		if ss.s.sink.observer.Tunnel != nil {
+			ss.s.sink.observer.Tunnel(-1)
+		}
 		ss.s.tunnels.Done()
 	})
 }
@@ -202,7 +208,7 @@ func (c *replayConn) Read(p []byte) (int, error) {
 func (s *Server) refuseConnect(w http.ResponseWriter, d *decision, den *denial) {
 	d.refuse(den)
 	den.write(w)
-	d.log(&s.log)
+	d.log(&s.sink)
 }
 
 // checkSNI binds the tunnel to the host that was allowed: the SNI must name
@@ -244,10 +250,14 @@ func closeWrite(c net.Conn) {
 	_ = c.Close()
 }
 
-// unwrapConn reaches the TCP connection under our framing wrapper.
+// unwrapConn reaches the connection under our wrappers (framing, limit
+// counting), down to the TCP connection.
 func unwrapConn(c net.Conn) net.Conn {
-	if fc, ok := c.(*framingConn); ok {
-		return fc.Conn
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return c
+		}
+		c = w.NetConn()
 	}
-	return c
 }

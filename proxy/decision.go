@@ -94,53 +94,112 @@ func (d *decision) refuse(den *denial) {
 	}
 }
 
-// log writes the decision line, exactly once whatever calls it.
-func (d *decision) log(l *zerolog.Logger) {
+// Record is one decision as the observers (metrics, the admin API's ring of
+// recent decisions) see it; the decision line carries the same fields.
+type Record struct {
+	Time        time.Time `json:"time"`
+	Client      string    `json:"client"`
+	Mode        string    `json:"mode"`
+	Transparent bool      `json:"transparent,omitempty"`
+	Host        string    `json:"host"`
+	Port        uint16    `json:"port"`
+	Method      string    `json:"method,omitempty"`
+	Verdict     string    `json:"verdict"`
+	Code        Code      `json:"code,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	Entry       string    `json:"entry,omitempty"`
+	SNI         string    `json:"sni,omitempty"`
+	Upstream    string    `json:"upstream,omitempty"`
+	Status      int       `json:"status,omitempty"`
+	Injected    []string  `json:"injected,omitempty"`
+	BytesIn     int64     `json:"bytes_in"`
+	BytesOut    int64     `json:"bytes_out"`
+	DurationMS  float64   `json:"duration_ms"`
+}
+
+// Observer receives what the gateway decides and does, for metrics and the
+// admin API. Every field is optional; the functions must be cheap and safe
+// for concurrent use.
+type Observer struct {
+	// Decision gets every decision, when its line is written.
+	Decision func(Record)
+	// Tunnel gets +1 when a hijacked or transparent connection starts and
+	// -1 when it ends.
+	Tunnel func(delta int)
+	// Limited gets the code of every connection a limit refused.
+	Limited func(Code)
+}
+
+// sink is where decisions go: the log and the observer.
+type sink struct {
+	log      zerolog.Logger
+	observer Observer
+}
+
+func (d *decision) record() Record {
+	r := Record{
+		Time: d.start, Client: d.client, Mode: d.mode, Transparent: d.transparent,
+		Host: d.host, Port: d.port, Method: d.method, Verdict: "allow", Entry: d.entry,
+		SNI: d.sni, Status: d.status, Injected: d.injected,
+		DurationMS: float64(time.Since(d.start).Microseconds()) / 1000,
+	}
+	if d.upstream.IsValid() {
+		r.Upstream = d.upstream.String()
+	}
+	if d.denial != nil {
+		r.Verdict, r.Code, r.Reason = "deny", d.denial.code, d.denial.reason
+	}
+	d.mu.Lock()
+	r.BytesIn, r.BytesOut = d.bytesIn, d.bytesOut
+	d.mu.Unlock()
+	return r
+}
+
+// log writes the decision line and tells the observer, exactly once
+// whatever calls it.
+func (d *decision) log(k *sink) {
 	d.once.Do(func() {
+		r := d.record()
 		level := zerolog.InfoLevel
-		verdict := "allow"
-		if d.denial != nil {
-			verdict = "deny"
-			if d.denial.status >= 500 {
-				level = zerolog.WarnLevel
-			}
+		if d.denial != nil && d.denial.status >= 500 {
+			level = zerolog.WarnLevel
 		}
-		ev := l.WithLevel(level).
-			Str(fieldClient, d.client).
-			Str(fieldMode, d.mode).
-			Str(fieldHost, d.host).
-			Uint16(fieldPort, d.port).
-			Str(fieldVerdict, verdict)
-		if d.transparent {
+		ev := k.log.WithLevel(level).
+			Str(fieldClient, r.Client).
+			Str(fieldMode, r.Mode).
+			Str(fieldHost, r.Host).
+			Uint16(fieldPort, r.Port).
+			Str(fieldVerdict, r.Verdict)
+		if r.Transparent {
 			ev = ev.Bool(fieldTransparent, true)
 		}
-		if d.method != "" {
-			ev = ev.Str(fieldMethod, d.method)
+		if r.Method != "" {
+			ev = ev.Str(fieldMethod, r.Method)
 		}
-		if d.entry != "" {
-			ev = ev.Str(fieldEntry, d.entry)
+		if r.Entry != "" {
+			ev = ev.Str(fieldEntry, r.Entry)
 		}
-		if d.sni != "" {
-			ev = ev.Str(fieldSNI, d.sni)
+		if r.SNI != "" {
+			ev = ev.Str(fieldSNI, r.SNI)
 		}
-		if d.upstream.IsValid() {
-			ev = ev.Str(fieldUpstream, d.upstream.String())
+		if r.Upstream != "" {
+			ev = ev.Str(fieldUpstream, r.Upstream)
 		}
-		if d.denial != nil {
-			ev = ev.Str(fieldCode, string(d.denial.code)).Str(fieldReason, d.denial.reason)
+		if r.Code != "" {
+			ev = ev.Str(fieldCode, string(r.Code)).Str(fieldReason, r.Reason)
 		}
-		if d.status != 0 {
-			ev = ev.Int(fieldStatus, d.status)
+		if r.Status != 0 {
+			ev = ev.Int(fieldStatus, r.Status)
 		}
-		if len(d.injected) > 0 {
-			ev = ev.Strs(fieldInjected, d.injected)
+		if len(r.Injected) > 0 {
+			ev = ev.Strs(fieldInjected, r.Injected)
 		}
-		d.mu.Lock()
-		in, out := d.bytesIn, d.bytesOut
-		d.mu.Unlock()
-		ev.Int64(fieldBytesIn, in).
-			Int64(fieldBytesOut, out).
-			Float64(fieldDuration, float64(time.Since(d.start).Microseconds())/1000).
+		ev.Int64(fieldBytesIn, r.BytesIn).
+			Int64(fieldBytesOut, r.BytesOut).
+			Float64(fieldDuration, r.DurationMS).
 			Msg("decision")
+		if k.observer.Decision != nil {
+			k.observer.Decision(r)
+		}
 	})
 }

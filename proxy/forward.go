@@ -45,7 +45,7 @@ func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	d.refuse(den)
 	den.write(w)
-	d.log(&s.log)
+	d.log(&s.sink)
 }
 
 // onRequest judges an absolute-form request. A non-nil response refuses it;
@@ -115,7 +115,7 @@ type forwardState struct {
 func (s *Server) refuse(r *http.Request, d *decision, den *denial) *http.Response {
 	d.refuse(den)
 	resp := den.response(r)
-	resp.Body = &loggingBody{ReadCloser: resp.Body, d: d, log: &s.log}
+	resp.Body = &loggingBody{ReadCloser: resp.Body, d: d, sink: &s.sink}
 	return resp
 }
 
@@ -132,7 +132,7 @@ func (s *Server) roundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Respon
 	}
 	st.d.status = resp.StatusCode
 	scrubResponse(resp, st.scrub)
-	resp.Body = wrapLoggingBody(resp.Body, st.d, &s.log)
+	resp.Body = wrapLoggingBody(resp.Body, st.d, &s.sink)
 	return resp, nil
 }
 

@@ -91,6 +91,9 @@ func (c *framingConn) Read(p []byte) (int, error) {
 	}
 }
 
+// NetConn returns the wrapped connection.
+func (c *framingConn) NetConn() net.Conn { return c.Conn }
+
 // pending is how many checked bytes wait to be read.
 func (c *framingConn) pending() int { return len(c.out) }
 

@@ -127,6 +127,8 @@ type gatewayConfig struct {
 	rootPool *x509.CertPool   // or exactly these roots upstream
 	entries  []EntryRules     // by allowlist index
 	leaves   *ca.LeafCache    // for MITM
+	limits   Limits
+	observer Observer
 }
 
 func startGateway(t *testing.T, gc gatewayConfig) *gateway {
@@ -159,6 +161,8 @@ func startGateway(t *testing.T, gc gatewayConfig) *gateway {
 		Resolver: res,
 		Logger:   zerolog.New(logs),
 		Timeouts: gc.timeouts,
+		Limits:   gc.limits,
+		Observer: gc.observer,
 	}
 	if gc.roots != nil {
 		o.UpstreamRoots = gc.roots.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs

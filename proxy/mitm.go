@@ -112,7 +112,7 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if den := h.checkHost(r); den != nil {
 		d.refuse(den)
 		den.write(w)
-		d.log(&h.s.log)
+		d.log(&h.s.sink)
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
@@ -121,7 +121,7 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mitmDecisionKey{}, d)))
 	// ReverseProxy has closed the upstream body (which logs) or answered an
 	// error (which logs); this covers a handler that returned without either.
-	d.log(&h.s.log)
+	d.log(&h.s.sink)
 }
 
 // checkHost binds the credential to the verified destination: the Host
@@ -173,7 +173,7 @@ func (h *mitmHandler) modifyResponse(resp *http.Response) error {
 	d := resp.Request.Context().Value(mitmDecisionKey{}).(*decision)
 	d.status = resp.StatusCode
 	scrubResponse(resp, h.rules.Transform.Scrubber())
-	resp.Body = wrapLoggingBody(resp.Body, d, &h.s.log)
+	resp.Body = wrapLoggingBody(resp.Body, d, &h.s.sink)
 	return nil
 }
 
@@ -187,7 +187,7 @@ func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err 
 	if den.status != 0 {
 		den.write(w)
 	}
-	d.log(&h.s.log)
+	d.log(&h.s.sink)
 }
 
 // oneConnListener hands one connection to an http.Server and then blocks

@@ -131,9 +131,8 @@ func rawConnOf(c net.Conn) syscall.RawConn {
 			return nil
 		}
 		fc.release()
-		c = fc.Conn
 	}
-	tc, ok := c.(*net.TCPConn)
+	tc, ok := unwrapConn(c).(*net.TCPConn)
 	if !ok {
 		return nil
 	}

@@ -97,6 +97,10 @@ type Options struct {
 	Timeouts Timeouts
 	// MaxHeaderBytes caps a request header block. If zero, 64 KiB.
 	MaxHeaderBytes int
+	// Limits bound concurrent connections; zero fields are unlimited.
+	Limits Limits
+	// Observer, if set, hears of every decision, tunnel and limit.
+	Observer Observer
 	// Leaves mints the certificates shown to clients of intercepted (MITM)
 	// tunnels. Required when the policy has transforms.
 	Leaves *ca.LeafCache
@@ -108,6 +112,7 @@ type Server struct {
 	policy   atomic.Pointer[Policy]
 	guard    *Guard
 	log      zerolog.Logger
+	sink     sink
 	timeouts Timeouts
 	maxHdr   int
 
@@ -124,6 +129,8 @@ type Server struct {
 	tunnels     sync.WaitGroup
 	transparent []net.Listener // closed by Shutdown
 	closing     bool
+
+	limiter *connLimiter
 
 	bufs sync.Pool // *[]byte of relayBufSize, lent to tunnels while bytes move
 
@@ -143,10 +150,12 @@ func New(o Options) (*Server, error) {
 		leaves:   o.Leaves,
 		roots:    o.UpstreamRoots,
 		log:      o.Logger,
+		sink:     sink{log: o.Logger, observer: o.Observer},
 		timeouts: o.Timeouts.withDefaults(),
 		maxHdr:   o.MaxHeaderBytes,
 		hijacked: make(map[net.Conn]struct{}),
 		origDst:  OriginalDst,
+		limiter:  &connLimiter{limits: o.Limits},
 	}
 	if s.maxHdr <= 0 {
 		s.maxHdr = 64 << 10
@@ -213,7 +222,7 @@ type connKey struct{}
 // Serve accepts connections on ln until Shutdown. It returns
 // http.ErrServerClosed after a Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.http.Serve(&framingListener{Listener: ln, maxHeader: s.maxHdr + 4096})
+	return s.http.Serve(&framingListener{Listener: &limitedListener{Listener: ln, s: s, answerIn: true}, maxHeader: s.maxHdr + 4096})
 }
 
 // Shutdown stops accepting, waits for in-flight requests and tunnels until ctx

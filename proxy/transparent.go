@@ -30,6 +30,7 @@ func (s *Server) ServeTransparent(ln net.Listener) error {
 	}
 	s.transparent = append(s.transparent, ln)
 	s.mu.Unlock()
+	ln = &limitedListener{Listener: ln, s: s}
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -163,7 +164,7 @@ func (s *Server) serveTransparentHTTP(ss *session, first []byte, orig netip.Addr
 			den := badRequest("", "%s", reason)
 			d.refuse(den)
 			den.write(w)
-			d.log(&s.log)
+			d.log(&s.sink)
 			return
 		}
 		host := r.Host

@@ -1,0 +1,450 @@
+// Package admin is the gateway's admin API: health and readiness checks,
+// Prometheus metrics, the CA certificate, the effective config, hot reload
+// and the ring of recent decisions. It serves on its own listener
+// (listen.admin, default 127.0.0.1:9090), which must never be reachable from
+// the sandbox.
+//
+// Routes:
+//
+//	GET  /healthz        200 "ok" while the process serves; never needs a token
+//	GET  /readyz         200 "ok" when Options.Ready says so, else 503 {"error": ...}; never needs a token
+//	GET  /metrics        Prometheus exposition (Options.Metrics)
+//	GET  /ca.pem         the gateway's CA certificate, application/x-pem-file
+//	GET  /v1/config      the effective config as JSON (Options.Config)
+//	POST /v1/reload      200 {"generation": N} or 422 {"error": "file:line: field: message"}
+//	GET  /v1/decisions   ?limit=N (default 100, at most 1000), newest first
+//
+// HEAD is answered wherever GET is. With Options.Token set, every route but
+// the two health checks needs "Authorization: Bearer <token>"; without it,
+// or with another token, the answer is 401 with WWW-Authenticate. Errors,
+// including 404 and 405, are JSON: {"error": "..."}. Every response carries
+// Cache-Control: no-store. A route whose Options field is nil answers 404
+// saying it is not configured.
+//
+// Each request is logged as one line (method, path, status, bytes,
+// duration, client); the Authorization header and the query string are
+// never logged. The health checks and /metrics, which probes and scrapers
+// call every few seconds, log at debug level unless they fail; everything
+// else at info. A panicking handler is recovered, logged with its stack and
+// answered with a JSON 500.
+//
+// admin sets no timeouts itself: those belong to the caller's http.Server.
+// Recommended:
+//
+//	srv := &http.Server{
+//		Handler:           admin.New(opts),
+//		ReadHeaderTimeout: 5 * time.Second,
+//		ReadTimeout:       10 * time.Second,
+//		WriteTimeout:      60 * time.Second, // covers the slowest reload and a full scrape
+//		IdleTimeout:       60 * time.Second,
+//		MaxHeaderBytes:    16 << 10,
+//	}
+//
+// and shut it down with the proxy listeners (http.Server.Shutdown waits for
+// a reload in progress).
+package admin
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/rs/zerolog"
+)
+
+// Limits of GET /v1/decisions.
+const (
+	DefaultDecisionLimit = 100
+	MaxDecisionLimit     = 1000
+)
+
+// Log field names of the request line, defined once.
+const (
+	FieldMethod   = "method"
+	FieldPath     = "path"
+	FieldStatus   = "status"
+	FieldBytes    = "bytes"
+	FieldDuration = "duration_ms"
+	FieldClient   = "client"
+	MessageLine   = "admin request"
+)
+
+// Realm is the realm named in WWW-Authenticate.
+const Realm = "hookgate-admin"
+
+// Options configure the admin API. Every field is optional: a nil func or
+// handler makes its route answer 404 "... is not configured".
+type Options struct {
+	// Logger receives one line per request. If zero, nothing is logged.
+	Logger zerolog.Logger
+
+	// Token, if not empty, is the bearer token every route but /healthz
+	// and /readyz requires (the caller reads it from admin.token_file).
+	// Surrounding white space, such as the file's trailing newline, is
+	// ignored. A Token of only white space matches nothing: every
+	// protected route then answers 401 (fail closed, never open).
+	Token string
+
+	// Ready reports whether the gateway is ready (listeners up, config
+	// loaded): nil means ready. If Ready is nil, /readyz always says ready.
+	Ready func() error
+
+	// Metrics serves GET /metrics, normally (*metrics.Metrics).Handler().
+	Metrics http.Handler
+
+	// CAPEM returns the gateway's CA certificate in PEM. If it is nil or
+	// returns nothing, /ca.pem answers 404 saying no CA is configured.
+	CAPEM func() []byte
+
+	// Config returns the effective config, encoded as JSON as it is. The
+	// caller must have rendered every secret as its reference
+	// ("${env:NAME}"): admin does not inspect or redact what it encodes.
+	Config func() any
+
+	// Reload builds, validates and swaps in a new config and returns its
+	// generation, or an error naming file, line and field. It receives the
+	// request's context. Calls from POST /v1/reload are serialised: a
+	// second request waits for the first to finish. The caller counts
+	// reloads in metrics (it also reloads on SIGHUP) and must serialise
+	// against its own SIGHUP path.
+	Reload func(ctx context.Context) (generation uint64, err error)
+
+	// Decisions returns up to limit recent decisions, newest first,
+	// typically Ring.Last. What it returns is encoded as it is.
+	Decisions func(limit int) any
+}
+
+type server struct {
+	o         Options
+	log       zerolog.Logger
+	authOn    bool
+	tokenSum  [sha256.Size]byte
+	tokenOK   bool          // a non-blank token is configured
+	reloadSem chan struct{} // capacity 1: one reload at a time
+	router    *chi.Mux
+}
+
+// New returns the admin API handler.
+func New(o Options) http.Handler {
+	s := &server{
+		o:         o,
+		log:       o.Logger,
+		authOn:    o.Token != "",
+		reloadSem: make(chan struct{}, 1),
+	}
+	if tok := strings.TrimSpace(o.Token); tok != "" {
+		s.tokenSum = sha256.Sum256([]byte(tok))
+		s.tokenOK = true
+	} else if s.authOn {
+		s.log.Error().Msg("admin token is blank: every route but the health checks will answer 401")
+	}
+
+	r := chi.NewRouter()
+	s.router = r
+	r.Use(s.logRequests, s.recoverPanics, noStore, middleware.GetHead)
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed)
+
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireToken)
+		r.Get("/metrics", s.metrics)
+		r.Get("/ca.pem", s.caPEM)
+		r.Get("/v1/config", s.config)
+		r.Post("/v1/reload", s.reload)
+		r.Get("/v1/decisions", s.decisions)
+	})
+	return r
+}
+
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeText(w, http.StatusOK, "ok\n")
+}
+
+func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.o.Ready != nil {
+		if err := s.o.Ready(); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+			return
+		}
+	}
+	writeText(w, http.StatusOK, "ok\n")
+}
+
+func (s *server) metrics(w http.ResponseWriter, r *http.Request) {
+	if s.o.Metrics == nil {
+		writeError(w, http.StatusNotFound, "metrics are not configured")
+		return
+	}
+	s.o.Metrics.ServeHTTP(w, r)
+}
+
+func (s *server) caPEM(w http.ResponseWriter, _ *http.Request) {
+	var pem []byte
+	if s.o.CAPEM != nil {
+		pem = s.o.CAPEM()
+	}
+	if len(pem) == 0 {
+		writeError(w, http.StatusNotFound, "no CA is configured (set ca.cert_file and ca.key_file, or run `gateway ca init`)")
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-pem-file")
+	w.Header().Set("Content-Length", strconv.Itoa(len(pem)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(pem)
+}
+
+func (s *server) config(w http.ResponseWriter, _ *http.Request) {
+	if s.o.Config == nil {
+		writeError(w, http.StatusNotFound, "config is not available")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.o.Config())
+}
+
+type reloadResponse struct {
+	Generation uint64 `json:"generation"`
+}
+
+func (s *server) reload(w http.ResponseWriter, r *http.Request) {
+	if s.o.Reload == nil {
+		writeError(w, http.StatusNotFound, "reload is not configured")
+		return
+	}
+	select {
+	case s.reloadSem <- struct{}{}:
+	case <-r.Context().Done():
+		writeError(w, http.StatusServiceUnavailable, "reload abandoned while waiting for another reload: "+r.Context().Err().Error())
+		return
+	}
+	defer func() { <-s.reloadSem }() // also on panic
+	// The client may have left while we waited; then do not reload for it.
+	if err := r.Context().Err(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "reload abandoned while waiting for another reload: "+err.Error())
+		return
+	}
+	gen, err := s.o.Reload(r.Context())
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, reloadResponse{Generation: gen})
+}
+
+func (s *server) decisions(w http.ResponseWriter, r *http.Request) {
+	if s.o.Decisions == nil {
+		writeError(w, http.StatusNotFound, "decisions are not available")
+		return
+	}
+	limit, err := parseLimit(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, s.o.Decisions(limit))
+}
+
+// parseLimit reads ?limit=N: absent → DefaultDecisionLimit; a decimal
+// integer ≥ 1, capped at MaxDecisionLimit; anything else is an error.
+func parseLimit(r *http.Request) (int, error) {
+	vals, ok := r.URL.Query()["limit"]
+	if !ok {
+		return DefaultDecisionLimit, nil
+	}
+	if len(vals) != 1 {
+		return 0, fmt.Errorf("limit: give it once, not %d times", len(vals))
+	}
+	v := vals[0]
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || v[0] == '+' {
+		return 0, fmt.Errorf("limit: %q is not a whole number from 1 to %d", v, MaxDecisionLimit)
+	}
+	return min(n, MaxDecisionLimit), nil
+}
+
+// requireToken enforces the bearer token, if one is configured.
+func (s *server) requireToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.authOn {
+			next.ServeHTTP(w, r)
+			return
+		}
+		scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		cred = strings.TrimSpace(cred)
+		if !strings.EqualFold(scheme, "Bearer") || cred == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="`+Realm+`"`)
+			writeError(w, http.StatusUnauthorized, "this route needs Authorization: Bearer <admin token>")
+			return
+		}
+		// Compare digests so that neither the content nor the length of
+		// the token leaks through timing.
+		sum := sha256.Sum256([]byte(cred))
+		if subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 || !s.tokenOK {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="`+Realm+`", error="invalid_token"`)
+			writeError(w, http.StatusUnauthorized, "invalid admin token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, "no such route: "+r.URL.Path)
+}
+
+func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	// chi's own 405 handler sets Allow; a custom one has to work it out.
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+		probe := m
+		if m == http.MethodHead {
+			probe = http.MethodGet // GetHead answers HEAD wherever GET is
+		}
+		if s.router.Match(chi.NewRouteContext(), probe, r.URL.Path) {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+	}
+	writeError(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
+}
+
+// logRequests writes one line per request, after it is answered.
+func (s *server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			lvl := zerolog.InfoLevel
+			if status < 400 && isProbe(r.URL.Path) {
+				lvl = zerolog.DebugLevel
+			}
+			s.log.WithLevel(lvl).
+				Str(FieldMethod, r.Method).
+				Str(FieldPath, r.URL.Path).
+				Int(FieldStatus, status).
+				Int64(FieldBytes, sw.bytes).
+				Float64(FieldDuration, float64(time.Since(start).Microseconds())/1000).
+				Str(FieldClient, r.RemoteAddr).
+				Msg(MessageLine)
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+func isProbe(path string) bool {
+	return path == "/healthz" || path == "/readyz" || path == "/metrics"
+}
+
+// recoverPanics turns a handler panic into a logged error and a JSON 500
+// (if nothing was written yet). http.ErrAbortHandler is passed on: it is
+// net/http's way to abort a response on purpose.
+func (s *server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler { // a sentinel panic value, not a wrapped error
+				panic(v)
+			}
+			s.log.Error().
+				Str(FieldMethod, r.Method).
+				Str(FieldPath, r.URL.Path).
+				Str("panic", fmt.Sprint(v)).
+				Bytes("stack", debug.Stack()).
+				Msg("admin handler panicked")
+			if sw, ok := w.(*statusWriter); ok && sw.status != 0 {
+				// Part of the answer is out: abort the connection so the
+				// client sees a broken response, not a short one.
+				panic(http.ErrAbortHandler)
+			}
+			writeError(w, http.StatusInternalServerError, "internal error")
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// noStore keeps config, decisions and tokens' answers out of caches.
+func noStore(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusWriter records the status and the body size for the log line.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 { // 1xx are interim
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type errorResponse struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorResponse{Error: msg})
+}
+
+// writeJSON encodes v fully before writing, so that an encoding failure
+// still gets a clean 500 rather than half a body.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // keep "${env:X}" and "<...>" readable; this is not HTML
+	if err := enc.Encode(v); err != nil {
+		buf.Reset()
+		status = http.StatusInternalServerError
+		_ = json.NewEncoder(&buf).Encode(errorResponse{Error: "encode response: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func writeText(w http.ResponseWriter, status int, s string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(s)))
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(s))
+}
