@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 	"gopkg.in/yaml.v3"
@@ -21,15 +22,36 @@ import (
 	"github.com/hookgate/hookgate/transform"
 )
 
-// DefaultProxyListen is the explicit proxy's address when listen.proxy is empty.
-const DefaultProxyListen = "127.0.0.1:3128"
+// Defaults for fields a file leaves out.
+const (
+	DefaultProxyListen             = "127.0.0.1:3128"
+	DefaultAdminListen             = "127.0.0.1:9090"
+	DefaultMaxConnections          = 4096
+	DefaultMaxConnectionsPerClient = 512
+	DefaultShutdownGrace           = 10 * time.Second
+)
 
 // Config is a validated gateway configuration.
 type Config struct {
 	// File is where the configuration came from, for messages.
 	File string
-	// ProxyListen is the explicit proxy's listen address.
+	// ProxyListen is the explicit proxy's listen address; empty: none.
 	ProxyListen string
+	// TransparentListen accepts redirected connections (serve --redirect);
+	// empty: none.
+	TransparentListen string
+	// DNSListen is the sandbox's DNS server (UDP and TCP); empty: none.
+	DNSListen string
+	// AdminListen is the admin API's address; empty: none.
+	AdminListen string
+	// AdminTokenFile holds the admin API's bearer token; empty: no token.
+	AdminTokenFile string
+	// MaxConnections and MaxConnectionsPerClient bound client connections;
+	// 0 means no limit.
+	MaxConnections, MaxConnectionsPerClient int
+	// ShutdownGrace is how long in-flight requests and tunnels may take to
+	// finish on SIGTERM/SIGINT.
+	ShutdownGrace time.Duration
 	// Allowlist is the compiled network.allowlist.
 	Allowlist *allowlist.Policy
 	// AllowCIDRs re-open blocked non-loopback ranges (network.allow_cidrs).
@@ -116,6 +138,7 @@ func Parse(file string, data []byte, opts Options) (*Config, error) {
 	c.compileEntries(fc.Network.Allowlist, opts.Transform, r)
 	c.UpstreamCAFile = relativeTo(opts.Transform.Dir, fc.Upstream.CAFile)
 	c.compileCA(fc.CA, opts.Transform.Dir, r)
+	c.compileLimits(fc.Limits, fc.Admin, opts.Transform.Dir, r)
 	c.compileLog(fc.Log, r)
 	if len(errs) > 0 {
 		return nil, errs
@@ -141,12 +164,58 @@ func (r *reporter) atLine(line int, field, format string, args ...any) {
 }
 
 func (c *Config) compileListen(l fileListen, r *reporter) {
-	c.ProxyListen = l.Proxy
-	if c.ProxyListen == "" {
-		c.ProxyListen = DefaultProxyListen
+	c.ProxyListen = stringOr(l.Proxy, DefaultProxyListen)
+	c.TransparentListen = l.Transparent
+	c.DNSListen = l.DNS
+	c.AdminListen = stringOr(l.Admin, DefaultAdminListen)
+	for _, l := range []struct{ field, addr string }{
+		{"listen.proxy", c.ProxyListen}, {"listen.transparent", c.TransparentListen},
+		{"listen.dns", c.DNSListen}, {"listen.admin", c.AdminListen},
+	} {
+		if l.addr == "" {
+			continue
+		}
+		if err := ValidateListen(l.addr); err != nil {
+			r.at(l.field, "%v", err)
+		}
 	}
-	if err := ValidateListen(c.ProxyListen); err != nil {
-		r.at("listen.proxy", "%v", err)
+	if c.ProxyListen == "" && c.TransparentListen == "" {
+		r.at("listen", "nothing to serve: set listen.proxy, listen.transparent, or both")
+	}
+}
+
+// stringOr is *p, or def when the field was left out (an explicit "" turns
+// a listener off).
+func stringOr(p *string, def string) string {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func (c *Config) compileLimits(l fileLimits, a fileAdmin, dir string, r *reporter) {
+	c.AdminTokenFile = relativeTo(dir, a.TokenFile)
+	c.MaxConnections, c.MaxConnectionsPerClient = DefaultMaxConnections, DefaultMaxConnectionsPerClient
+	if l.MaxConnections != nil {
+		c.MaxConnections = *l.MaxConnections
+	}
+	if l.MaxConnectionsPerClient != nil {
+		c.MaxConnectionsPerClient = *l.MaxConnectionsPerClient
+	}
+	if c.MaxConnections < 0 {
+		r.at("limits.max_connections", "must be 0 (no limit) or more, got %d", c.MaxConnections)
+	}
+	if c.MaxConnectionsPerClient < 0 {
+		r.at("limits.max_connections_per_client", "must be 0 (no limit) or more, got %d", c.MaxConnectionsPerClient)
+	}
+	c.ShutdownGrace = DefaultShutdownGrace
+	if l.ShutdownGrace != "" {
+		d, err := time.ParseDuration(l.ShutdownGrace)
+		if err != nil || d < 0 {
+			r.at("limits.shutdown_grace", "%q is not a duration (e.g. 10s, 1m)", l.ShutdownGrace)
+			return
+		}
+		c.ShutdownGrace = d
 	}
 }
 

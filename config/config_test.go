@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -168,5 +169,25 @@ func TestErrorsNeverCarrySecrets(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), secret) {
 		t.Fatalf("error leaks the secret: %v", err)
+	}
+}
+
+func TestLoadOperations(t *testing.T) {
+	c, err := Load("testdata/ops.yaml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ProxyListen != "" || c.TransparentListen != "0.0.0.0:15001" || c.DNSListen != "127.0.0.1:15053" || c.AdminListen != "" {
+		t.Errorf("listen = %q %q %q %q", c.ProxyListen, c.TransparentListen, c.DNSListen, c.AdminListen)
+	}
+	if c.AdminTokenFile != "testdata/admin-token" || c.MaxConnections != 0 || c.MaxConnectionsPerClient != 16 || c.ShutdownGrace != 2*time.Second {
+		t.Errorf("ops = %+v", c)
+	}
+	d, err := Load("testdata/good.json", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.AdminListen != DefaultAdminListen || d.MaxConnections != DefaultMaxConnections || d.ShutdownGrace != DefaultShutdownGrace {
+		t.Errorf("defaults = %+v", d)
 	}
 }

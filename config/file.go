@@ -10,7 +10,19 @@ type fileConfig struct {
 	Network  fileNetwork  `yaml:"network"`
 	Upstream fileUpstream `yaml:"upstream"`
 	CA       fileCA       `yaml:"ca"`
+	Admin    fileAdmin    `yaml:"admin"`
+	Limits   fileLimits   `yaml:"limits"`
 	Log      fileLog      `yaml:"log"`
+}
+
+type fileAdmin struct {
+	TokenFile string `yaml:"token_file"`
+}
+
+type fileLimits struct {
+	MaxConnections          *int   `yaml:"max_connections"`
+	MaxConnectionsPerClient *int   `yaml:"max_connections_per_client"`
+	ShutdownGrace           string `yaml:"shutdown_grace"`
 }
 
 type fileCA struct {
@@ -19,7 +31,10 @@ type fileCA struct {
 }
 
 type fileListen struct {
-	Proxy string `yaml:"proxy"`
+	Proxy       *string `yaml:"proxy"`
+	Transparent string  `yaml:"transparent"`
+	DNS         string  `yaml:"dns"`
+	Admin       *string `yaml:"admin"`
 }
 
 type fileNetwork struct {

@@ -1,0 +1,59 @@
+// Package dnsserver is the sandbox's only DNS resolver. It answers only what
+// the gateway would let through, so that DNS can be used neither to
+// exfiltrate data (a query for secret.attacker.example never leaves the
+// gateway) nor to learn internal addresses (a name that resolves to
+// loopback, a private range or cloud metadata is refused, not answered).
+//
+// For every query, in this order:
+//
+//   - A message that is not a query (QR set) gets no reply. An opcode other
+//     than QUERY gets NOTIMP. Anything but exactly one question is FORMERR.
+//     A class other than IN is REFUSED.
+//   - The name goes through [allowlist.NormalizeHost]. A name it rejects,
+//     a name that spells an IP address ("1.2.3.4.", "0x7f.1."), and
+//     "localhost" or a name below it are REFUSED.
+//   - The CURRENT allowlist ([Options.Policy], read per query so a reload
+//     takes effect at once) must allow the name, or the answer is REFUSED.
+//     Nothing of a refused name is ever sent upstream.
+//   - A and AAAA are looked up upstream (LookupNetIP with "ip4"/"ip6" on the
+//     rooted name, so the gateway host's search domains never apply) and
+//     answered only if EVERY address handed out passes the current
+//     [allowlist.AddrPolicy]; one blocked address refuses the whole answer,
+//     with a reason naming the address and its class (DNS rebinding cannot
+//     hand the sandbox an internal address). Addresses are judged with port
+//     0: AddrPolicy exemptions are exact address+port pairs for test
+//     upstreams and can never have port 0, so they open nothing through DNS.
+//   - HTTPS and SVCB for an allowed name get NOERROR with no answer
+//     (NODATA), without an upstream lookup: clients then fall back at once
+//     to A/AAAA, where REFUSED could make them retry or fail, and the
+//     records' address hints and ECH configs never reach the sandbox
+//     unchecked. Every other type (MX, TXT, PTR, NS, SOA, ANY, ...) is
+//     REFUSED.
+//
+// Empty answers: Go's resolver reports "no such host" both for a name that
+// does not exist and for a name with no address of the asked family. To
+// tell them apart the server looks up the other family: if that has
+// addresses the answer is NODATA (NOERROR, empty), otherwise NXDOMAIN.
+// Answering NXDOMAIN to AAAA for an IPv4-only name would be wrong: RFC 8020
+// lets resolvers conclude the name is gone for every type.
+//
+// Upstream failures and timeouts ([Options.Timeout]) are SERVFAIL.
+//
+// The cache holds what upstream said (addresses, "no addresses", "no such
+// name"), keyed by normalised name and type, for [Options.TTL]; failures are
+// not cached. Policy is never cached: every hit is judged again against the
+// current allowlist and address policy, so a reload that removes a name or
+// reopens a range applies to cached entries too, and a refusal by address
+// policy is remembered (the blocked addresses are cached) without another
+// upstream lookup. Concurrent misses for one key share one upstream lookup,
+// and at most a fixed number of upstream lookups run at once.
+//
+// Note that an allowlist entry "*" lets the sandbox query any name, and so
+// carry data out in the names it asks for; that is the same trust "*" gives
+// HTTP.
+//
+// Every answer is one decision line (zerolog, message "dns") with the
+// fields client, name, type, verdict, reason, cached, addrs and duration_ms.
+// Verdicts are "answer" (including NODATA), "refused", "nxdomain",
+// "servfail", "formerr" and "notimp".
+package dnsserver
