@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -97,6 +98,10 @@ type Options struct {
 	Timeouts Timeouts
 	// MaxHeaderBytes caps a request header block. If zero, 64 KiB.
 	MaxHeaderBytes int
+	// DialControl, if set, is applied to every upstream socket (SO_MARK, so
+	// that redirect rules in a shared namespace let the gateway's own
+	// connections through).
+	DialControl func(network, address string, c syscall.RawConn) error
 	// Limits bound concurrent connections; zero fields are unlimited.
 	Limits Limits
 	// Observer, if set, hears of every decision, tunnel and limit.
@@ -165,6 +170,7 @@ func New(o Options) (*Server, error) {
 		Resolver:       o.Resolver,
 		ResolveTimeout: s.timeouts.Resolve,
 		DialTimeout:    s.timeouts.Dial,
+		Control:        o.DialControl,
 	}
 	s.transport = &http.Transport{
 		// Never from the environment: the gateway is the last hop.
@@ -195,12 +201,15 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// SetPolicy swaps in a new policy for requests that start from now on.
+// SetPolicy swaps in a new policy for requests that start from now on;
+// requests and tunnels already open keep the one they started with.
 func (s *Server) SetPolicy(p *Policy) error {
 	if err := p.validate(s.leaves); err != nil {
 		return err
 	}
 	s.policy.Store(p)
+	// Pooled upstream connections were judged under the old policy.
+	s.transport.CloseIdleConnections()
 	return nil
 }
 
