@@ -70,16 +70,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		ErrorHandler:   h.upstreamError,
 		ErrorLog:       newStdLogger(s.log),
 	}
-	inner := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: s.timeouts.ReadHeader,
-		IdleTimeout:       s.timeouts.Idle,
-		MaxHeaderBytes:    s.maxHdr,
-		ErrorLog:          newStdLogger(s.log),
-	}
-	ln := newOneConnListener(tlsConn)
-	inner.ConnState = ln.connState
-	_ = inner.Serve(ln)
+	s.serveHTTPConn(tlsConn, h)
 	// A hijacked connection (a websocket upgrade) ends Serve while its
 	// handler still relays; the tunnel lasts until every handler is done.
 	h.active.Wait()
@@ -188,6 +179,23 @@ func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err 
 		den.write(w)
 	}
 	d.log(&h.s.sink)
+}
+
+// serveHTTPConn serves the HTTP/1.1 requests of one connection that is
+// already ours (inside an intercepted tunnel, or redirected to the
+// transparent listener) with net/http's server and our limits, and returns
+// when the connection is closed.
+func (s *Server) serveHTTPConn(c net.Conn, h http.Handler) {
+	inner := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.timeouts.ReadHeader,
+		IdleTimeout:       s.timeouts.Idle,
+		MaxHeaderBytes:    s.maxHdr,
+		ErrorLog:          newStdLogger(s.log),
+	}
+	ln := newOneConnListener(c)
+	inner.ConnState = ln.connState
+	_ = inner.Serve(ln)
 }
 
 // oneConnListener hands one connection to an http.Server and then blocks

@@ -177,16 +177,7 @@ func (s *Server) serveTransparentHTTP(ss *session, first []byte, orig netip.Addr
 		r.URL.Scheme, r.URL.Host = "http", host
 		s.forwarder.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), transparentKey{}, true)))
 	})
-	inner := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: s.timeouts.ReadHeader,
-		IdleTimeout:       s.timeouts.Idle,
-		MaxHeaderBytes:    s.maxHdr,
-		ErrorLog:          newStdLogger(s.log),
-	}
-	ln := newOneConnListener(fc)
-	inner.ConnState = ln.connState
-	_ = inner.Serve(ln)
+	s.serveHTTPConn(fc, handler)
 	if logged {
 		ss.d.once.Do(func() {}) // every request had its own line
 	}
