@@ -175,3 +175,12 @@ func x509PoolOf(env *mitmEnv) *x509.CertPool {
 	p.AddCert(env.up.Certificate())
 	return p
 }
+
+func TestOriginalDstNotTCP(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if _, err := OriginalDst(a); err == nil {
+		t.Error("OriginalDst of a pipe: no error")
+	}
+}

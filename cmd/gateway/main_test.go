@@ -115,7 +115,7 @@ func TestServeDefaultConfigAndSignal(t *testing.T) {
 	defer up.Close()
 	upAddr := strings.TrimPrefix(up.URL, "http://")
 
-	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--test-allow-upstream", upAddr)
+	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--test-allow-upstream", upAddr)
 	cmd.Env = append(os.Environ(), "HOOKGATE_TEST_RUN_MAIN=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

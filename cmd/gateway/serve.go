@@ -10,12 +10,13 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/hookgate/hookgate/allowlist"
-	"github.com/hookgate/hookgate/ca"
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/configs"
 	"github.com/hookgate/hookgate/proxy"
@@ -26,10 +27,13 @@ import (
 const shutdownGrace = 10 * time.Second
 
 func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("serve", "Run the egress gateway. Without --config it serves the built-in\ndefault (configs/gateway.yaml): the public internet only.", stdout)
-	configFile := fs.String("config", "", "gateway config `file` (YAML or JSON); default: the built-in configs/gateway.yaml")
-	listen := fs.String("listen", "", "explicit proxy listen `address`, overriding listen.proxy")
-	upstreamCA := fs.String("upstream-ca", "", "extra root certificates `file` (PEM) for upstream TLS, on top of upstream.ca_file")
+	fs := newFlagSet("serve", "Run the egress gateway. Without --config it serves the built-in\ndefault (configs/gateway.yaml): the public internet only.\nSIGHUP reloads the config; SIGTERM/SIGINT shut down gracefully.", stdout)
+	var o gatewayOptions
+	fs.StringVar(&o.configFile, "config", "", "gateway config `file` (YAML or JSON); default: the built-in configs/gateway.yaml")
+	fs.StringVar(&o.listenProxy, "listen", "", "explicit proxy listen `address`, overriding listen.proxy")
+	fs.StringVar(&o.listenAdmin, "admin", "", "admin API listen `address`, overriding listen.admin")
+	fs.StringVar(&o.upstreamCA, "upstream-ca", "", "extra root certificates `file` (PEM) for upstream TLS, on top of upstream.ca_file")
+	redirect := fs.Bool("redirect", false, "shared-namespace mode: install nftables rules in this network namespace that send all other\nprocesses' TCP to listen.transparent and their DNS to listen.dns (needs root); removed on exit")
 	var testAllow stringList
 	fs.Var(&testAllow, "test-allow-upstream", "FOR TESTS ONLY: exempt exactly this `IP:PORT` from the address policy (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
@@ -38,105 +42,213 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
 	}
-
-	cfg, err := loadConfig(*configFile)
-	if err != nil {
+	for flag, addr := range map[string]string{"--listen": o.listenProxy, "--admin": o.listenAdmin} {
+		if addr == "" {
+			continue
+		}
+		if err := config.ValidateListen(addr); err != nil {
+			return fmt.Errorf("%w: %s: %v", errUsage, flag, err)
+		}
+	}
+	var err error
+	if o.exempt, err = parseExemptions(testAllow); err != nil {
 		return err
 	}
-	if *listen != "" {
-		if err := config.ValidateListen(*listen); err != nil {
-			return fmt.Errorf("%w: --listen: %v", errUsage, err)
-		}
-		cfg.ProxyListen = *listen
-	}
-	exempt, err := parseExemptions(testAllow)
+	cfg, err := loadGatewayConfig(o)
 	if err != nil {
 		return err
 	}
 	logger := zerolog.New(stderr).Level(cfg.LogLevel).With().Timestamp().Logger()
-	for _, ap := range exempt {
+	for _, ap := range o.exempt {
 		logger.Warn().Str("upstream", ap.String()).
 			Msg("TEST MODE: --test-allow-upstream exempts this address from the address policy; never use it in production")
 	}
-
-	ln, err := net.Listen("tcp", cfg.ProxyListen)
-	if err != nil {
-		return fmt.Errorf("listen.proxy: %w", err)
+	if *redirect {
+		if cfg.TransparentListen == "" || cfg.DNSListen == "" {
+			return fmt.Errorf("%w: --redirect needs listen.transparent and listen.dns in the config", errUsage)
+		}
+		o.dialControl = markSocket
 	}
-	defer ln.Close()
-
-	addrs, err := allowlist.NewAddrPolicy(allowlist.AddrPolicyOptions{
-		AllowCIDRs: cfg.AllowCIDRs,
-		Own:        ownAddresses(ln.Addr()),
-		Exempt:     exempt,
-	})
-	if err != nil {
-		return err
-	}
-	roots, err := upstreamRoots(cfg.UpstreamCAFile, *upstreamCA)
-	if err != nil {
-		return err
-	}
-	leaves, err := loadLeafCache(cfg)
-	if err != nil {
-		return err
-	}
-	srv, err := proxy.New(proxy.Options{
-		Policy:        policyFrom(cfg, addrs),
-		Resolver:      newResolver(cfg.DNSServers),
-		UpstreamRoots: roots,
-		Logger:        logger,
-		Leaves:        leaves,
-	})
+	token, err := readToken(cfg.AdminTokenFile)
 	if err != nil {
 		return err
 	}
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info().Str("proxy", ln.Addr().String()).Str("config", cfg.File).
-		Int("allowlist_entries", len(cfg.Allowlist.Entries())).Str("version", gatewayVersion()).
+	ls, err := openListeners(cfg, *redirect)
+	if err != nil {
+		return err
+	}
+	defer ls.close()
+	g, err := newGateway(o, cfg, ls.addrs(), logger)
+	if err != nil {
+		return err
+	}
+	if *redirect {
+		remove, err := installRedirect(ls)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := remove(); err != nil {
+				logger.Error().Err(err).Msg("removing the redirect rules")
+			}
+		}()
+	}
+
+	serveErr := make(chan error, 8)
+	if ls.proxy != nil {
+		go func() { serveErr <- ignoreClosed(g.proxy.Serve(ls.proxy)) }()
+	}
+	if ls.transparent != nil {
+		go func() { serveErr <- ignoreClosed(g.proxy.ServeTransparent(ls.transparent)) }()
+	}
+	for _, pc := range ls.dnsUDP {
+		go func() { serveErr <- ignoreClosed(g.dns.ServeUDP(pc)) }()
+	}
+	if ls.dnsTCP != nil {
+		go func() { serveErr <- ignoreClosed(g.dns.ServeTCP(ls.dnsTCP)) }()
+	}
+	var adminSrv *http.Server
+	if ls.admin != nil {
+		adminSrv = serveAdmin(g.adminHandler(token), ls.admin)
+	}
+	g.ready.Store(true)
+	logger.Info().Str("proxy", addrOf(ls.proxy)).Str("transparent", addrOf(ls.transparent)).
+		Str("dns", addrOf(ls.dnsTCP)).Str("admin", addrOf(ls.admin)).Bool("redirect", *redirect).
+		Str("config", cfg.File).Int("allowlist_entries", len(cfg.Allowlist.Entries())).Str("version", gatewayVersion()).
 		Msg("gateway listening")
 
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for running := true; running; {
+		select {
+		case err := <-serveErr:
+			if err != nil {
+				logger.Error().Err(err).Msg("a listener failed; shutting down")
+				running = false
+			}
+		case <-hup:
+			_, _ = g.reload(ctx)
+		case <-ctx.Done():
+			running = false
+		}
 	}
-	logger.Info().Dur("grace", shutdownGrace).Msg("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+
+	grace := g.cfg.Load().ShutdownGrace
+	logger.Info().Dur("grace", grace).Msg("shutting down: no new connections; in-flight requests and tunnels may finish")
+	g.ready.Store(false)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	err = srv.Shutdown(sctx)
-	if serr := <-serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		return serr
+	if adminSrv != nil {
+		_ = adminSrv.Shutdown(sctx)
 	}
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	_ = g.dns.Shutdown(sctx)
+	if err := g.proxy.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	logger.Info().Msg("stopped")
 	return nil
 }
 
-// policyFrom assembles the proxy's policy from a loaded config.
-func policyFrom(cfg *config.Config, addrs *allowlist.AddrPolicy) *proxy.Policy {
-	entries := make([]proxy.EntryRules, len(cfg.Entries))
-	for i, e := range cfg.Entries {
-		entries[i] = proxy.EntryRules{Transform: e.Transform, AllowPlaintext: e.AllowPlaintext}
+func ignoreClosed(err error) error {
+	if err == nil || errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		return nil
 	}
-	return &proxy.Policy{Allowlist: cfg.Allowlist, Addrs: addrs, Entries: entries}
+	return err
 }
 
-// loadLeafCache loads the gateway's CA when the config names one; nil when
-// it does not (the config loader already refused transforms without a CA).
-func loadLeafCache(cfg *config.Config) (*ca.LeafCache, error) {
-	if cfg.CACertFile == "" {
-		return nil, nil
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return ""
 	}
-	authority, err := ca.Load(cfg.CACertFile, cfg.CAKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("ca: %w (make one with `gateway ca init`)", err)
+	return ln.Addr().String()
+}
+
+// listeners are the sockets of one gateway, opened before anything else so
+// that a busy port fails the start at once.
+type listeners struct {
+	proxy, transparent, admin, dnsTCP net.Listener
+	dnsUDP                            []net.PacketConn
+}
+
+// openListeners opens the configured listeners. With redirect, DNS over UDP
+// listens on loopback once per family: redirected queries arrive there, and
+// an answer must leave from the address the query was redirected to, or
+// conntrack cannot translate it back (a wildcard socket answers from another
+// address).
+func openListeners(cfg *config.Config, redirect bool) (*listeners, error) {
+	ls := &listeners{}
+	open := func(field, addr string, dst *net.Listener) error {
+		if addr == "" {
+			return nil
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+		*dst = ln
+		return nil
 	}
-	return ca.NewLeafCache(authority, 0), nil
+	for _, l := range []struct {
+		field, addr string
+		dst         *net.Listener
+	}{
+		{"listen.proxy", cfg.ProxyListen, &ls.proxy},
+		{"listen.transparent", cfg.TransparentListen, &ls.transparent},
+		{"listen.admin", cfg.AdminListen, &ls.admin},
+		{"listen.dns", cfg.DNSListen, &ls.dnsTCP},
+	} {
+		if err := open(l.field, l.addr, l.dst); err != nil {
+			ls.close()
+			return nil, err
+		}
+	}
+	if ls.dnsTCP != nil {
+		// UDP on the same port as the TCP listener (which may have been :0).
+		udpAddrs := []string{ls.dnsTCP.Addr().String()}
+		if redirect {
+			port := strconv.Itoa(int(portOf(ls.dnsTCP.Addr())))
+			udpAddrs = []string{"127.0.0.1:" + port, "[::1]:" + port}
+		}
+		for i, addr := range udpAddrs {
+			pc, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				if i > 0 { // no IPv6 loopback on this host: IPv4 only
+					break
+				}
+				ls.close()
+				return nil, fmt.Errorf("listen.dns: %w", err)
+			}
+			ls.dnsUDP = append(ls.dnsUDP, pc)
+		}
+	}
+	return ls, nil
+}
+
+// addrs are the listening addresses, which the gateway must never dial.
+func (ls *listeners) addrs() []netip.Addr {
+	var own []netip.Addr
+	for _, ln := range []net.Listener{ls.proxy, ls.transparent, ls.admin, ls.dnsTCP} {
+		if ln == nil {
+			continue
+		}
+		if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil && !ap.Addr().IsUnspecified() {
+			own = append(own, ap.Addr().Unmap())
+		}
+	}
+	return own
+}
+
+func (ls *listeners) close() {
+	for _, c := range []io.Closer{ls.proxy, ls.transparent, ls.admin, ls.dnsTCP} {
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+	for _, pc := range ls.dnsUDP {
+		_ = pc.Close()
+	}
 }
 
 // loadConfig reads the file, or the built-in default when file is empty.
@@ -159,17 +271,13 @@ func parseExemptions(list []string) ([]netip.AddrPort, error) {
 	return out, nil
 }
 
-// ownAddresses are the gateway's own addresses, never to be dialled: the
-// listener's, and every interface address of this host (a proxy that can
-// reach itself can be made to reach its own admin port).
-func ownAddresses(listen net.Addr) []netip.Addr {
+// interfaceAddresses are every address of this host's interfaces: a proxy
+// that can reach itself can be made to reach its own admin port.
+func interfaceAddresses() []netip.Addr {
 	var own []netip.Addr
-	if ap, err := netip.ParseAddrPort(listen.String()); err == nil && !ap.Addr().IsUnspecified() {
-		own = append(own, ap.Addr().Unmap())
-	}
 	ifAddrs, err := net.InterfaceAddrs()
 	if err != nil {
-		return own
+		return nil
 	}
 	for _, a := range ifAddrs {
 		if pfx, err := netip.ParsePrefix(a.String()); err == nil {
@@ -201,12 +309,18 @@ func upstreamRoots(files ...string) (*x509.CertPool, error) {
 }
 
 // newResolver returns the system resolver, or one that asks only the
-// configured servers.
-func newResolver(servers []netip.AddrPort) proxy.Resolver {
+// configured servers. control, if set, is applied to its sockets (SO_MARK in
+// shared-namespace mode, where unmarked DNS would be redirected back to the
+// gateway's own DNS server); then it never uses the system's cgo resolver,
+// whose sockets it could not mark.
+func newResolver(servers []netip.AddrPort, control func(network, address string, c syscall.RawConn) error) proxy.Resolver {
+	d := net.Dialer{Control: control}
 	if len(servers) == 0 {
-		return net.DefaultResolver
+		if control == nil {
+			return net.DefaultResolver
+		}
+		return &net.Resolver{PreferGo: true, Dial: d.DialContext}
 	}
-	var d net.Dialer
 	return &net.Resolver{
 		PreferGo: true,
 		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"net/netip"
+
+	"github.com/hookgate/hookgate/config"
+)
+
+// configView is the effective config as GET /v1/config shows it: every
+// setting, with transform values as written (their ${env:...} and
+// ${file:...} references), never the secrets they resolved to.
+type configView struct {
+	File       string            `json:"file"`
+	Generation uint64            `json:"generation"`
+	Listen     listenView        `json:"listen"`
+	Allowlist  []entryView       `json:"allowlist"`
+	AllowCIDRs []string          `json:"allow_cidrs"`
+	DNSServers []string          `json:"dns_servers"`
+	Upstream   upstreamView      `json:"upstream"`
+	CA         caView            `json:"ca"`
+	Admin      adminView         `json:"admin"`
+	Limits     limitsView        `json:"limits"`
+	Log        map[string]string `json:"log"`
+}
+
+type listenView struct {
+	Proxy       string `json:"proxy"`
+	Transparent string `json:"transparent"`
+	DNS         string `json:"dns"`
+	Admin       string `json:"admin"`
+}
+
+type entryView struct {
+	Domain         string            `json:"domain"`
+	Kind           string            `json:"kind"`
+	Transform      map[string]string `json:"transform,omitempty"`
+	AllowPlaintext bool              `json:"allow_plaintext,omitempty"`
+}
+
+type upstreamView struct {
+	CAFile string `json:"ca_file"`
+}
+
+type caView struct {
+	CertFile string `json:"cert_file"`
+	KeyFile  string `json:"key_file"`
+}
+
+type adminView struct {
+	TokenFile string `json:"token_file"`
+}
+
+type limitsView struct {
+	MaxConnections          int    `json:"max_connections"`
+	MaxConnectionsPerClient int    `json:"max_connections_per_client"`
+	ShutdownGrace           string `json:"shutdown_grace"`
+}
+
+func newConfigView(c *config.Config, generation uint64) configView {
+	v := configView{
+		File:       c.File,
+		Generation: generation,
+		Listen:     listenView{c.ProxyListen, c.TransparentListen, c.DNSListen, c.AdminListen},
+		AllowCIDRs: make([]string, 0, len(c.AllowCIDRs)),
+		DNSServers: make([]string, 0, len(c.DNSServers)),
+		Upstream:   upstreamView{c.UpstreamCAFile},
+		CA:         caView{c.CACertFile, c.CAKeyFile},
+		Admin:      adminView{c.AdminTokenFile},
+		Limits:     limitsView{c.MaxConnections, c.MaxConnectionsPerClient, c.ShutdownGrace.String()},
+		Log:        map[string]string{"level": c.LogLevel.String()},
+	}
+	for _, e := range c.Allowlist.Entries() {
+		ev := entryView{Domain: e.Domain, Kind: e.Kind.String()}
+		if e.Index < len(c.Entries) {
+			if rules := c.Entries[e.Index].Transform; rules != nil {
+				ev.Transform = rules.References()
+			}
+			ev.AllowPlaintext = c.Entries[e.Index].AllowPlaintext
+		}
+		v.Allowlist = append(v.Allowlist, ev)
+	}
+	for _, p := range c.AllowCIDRs {
+		v.AllowCIDRs = append(v.AllowCIDRs, p.String())
+	}
+	for _, s := range c.DNSServers {
+		v.DNSServers = append(v.DNSServers, netip.AddrPort.String(s))
+	}
+	return v
+}
