@@ -128,9 +128,15 @@ func install(nsFD int, r Redirect) error {
 	t = c.AddTable(t)
 
 	accept := nftables.ChainPolicyAccept
+	// One before the usual dstnat priority (-100), so that our redirect is
+	// decided before other NAT rules at that priority — such as Docker's
+	// DNAT of its embedded resolver 127.0.0.11 in a shared container
+	// namespace, which would otherwise take the sandbox's DNS around the
+	// gateway. The gateway's own (marked) lookups still reach it.
+	natPriority := *nftables.ChainPriorityNATDest - 1
 	nat := c.AddChain(&nftables.Chain{
 		Name: natChain, Table: t, Type: nftables.ChainTypeNAT,
-		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(natPriority),
 		Policy: &accept,
 	})
 	drop := nftables.ChainPolicyDrop
