@@ -123,10 +123,18 @@ func (s *Server) refuse(r *http.Request, d *decision, den *denial) *http.Respons
 // the end of the response body, where the request really ends.
 func (s *Server) roundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Response, error) {
 	st := ctx.UserData.(*forwardState)
-	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) { st.d.setUpstream(info.Conn) },
-	}))
-	resp, err := s.transport.RoundTrip(r)
+	var (
+		resp *http.Response
+		err  error
+	)
+	if fc, ok := directEligible(r); ok {
+		resp, err = s.roundTripDirect(fc, r, st.d)
+	} else {
+		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) { st.d.setUpstream(info.Conn) },
+		}))
+		resp, err = s.transport.RoundTrip(r)
+	}
 	if err != nil {
 		return nil, err
 	}

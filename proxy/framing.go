@@ -30,6 +30,23 @@ type framingConn struct {
 	out       []byte // checked bytes ready for the HTTP server
 	readBuf   []byte
 	rejection atomic.Pointer[string]
+
+	// upstream is this client connection's keep-alive connection for
+	// plain-HTTP forwarding (see roundTripDirect); only the goroutine
+	// serving the connection touches it.
+	upstream *upstreamConn
+}
+
+// dropUpstream closes the connection's upstream connection, if any.
+func (c *framingConn) dropUpstream() {
+	c.upstream.close()
+	c.upstream = nil
+}
+
+// Close closes the client connection and its upstream connection.
+func (c *framingConn) Close() error {
+	c.dropUpstream()
+	return c.Conn.Close()
 }
 
 type framingState uint8

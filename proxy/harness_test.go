@@ -131,7 +131,7 @@ type gatewayConfig struct {
 	observer Observer
 }
 
-func startGateway(t *testing.T, gc gatewayConfig) *gateway {
+func startGateway(t testing.TB, gc gatewayConfig) *gateway {
 	t.Helper()
 	al, err := allowlist.New(gc.allow)
 	if err != nil {
@@ -235,7 +235,9 @@ type upstream struct {
 	reqs []*http.Request
 }
 
-func newUpstream(t *testing.T, useTLS bool, h http.HandlerFunc) *upstream {
+// newUpstream starts a test origin; configure, if given, adjusts its server
+// before it starts (setting fields later would race with it).
+func newUpstream(t testing.TB, useTLS bool, h http.HandlerFunc, configure ...func(*http.Server)) *upstream {
 	t.Helper()
 	u := &upstream{}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -252,6 +254,9 @@ func newUpstream(t *testing.T, useTLS bool, h http.HandlerFunc) *upstream {
 	// Handshakes the gateway refuses on purpose are expected; keep them out
 	// of the test output.
 	u.Config.ErrorLog = log.New(io.Discard, "", 0)
+	for _, f := range configure {
+		f(u.Config)
+	}
 	if useTLS {
 		u.StartTLS()
 	} else {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -39,6 +40,12 @@ func refusedWith(t *testing.T, gw *gateway) *http.Response {
 	if err != nil {
 		t.Fatalf("no answer from a refused connection: %v", err)
 	}
+	// Read the body before the deferred Close.
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the refusal: %v", err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp
 }
 

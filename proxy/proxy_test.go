@@ -305,13 +305,8 @@ func connect(t *testing.T, gw *gateway, target string) (net.Conn, *http.Response
 }
 
 func TestConnectSNIMismatch(t *testing.T) {
-	up := newUpstream(t, true, nil)
 	var accepted atomic.Int32
-	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			accepted.Add(1)
-		}
-	}
+	up := newUpstream(t, true, nil, countConns(&accepted))
 	gw := startGateway(t, gatewayConfig{
 		allow:  []string{"example.com", "other.example.com"},
 		exempt: []string{up.hostPort()},

@@ -1,0 +1,35 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+)
+
+// BenchmarkForward measures plain-HTTP forwarding over keep-alive
+// connections, gateway, clients and upstream in one process (for profiles;
+// the ratios against direct come from the bench command).
+func BenchmarkForward(b *testing.B) {
+	up := newUpstream(b, false, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(make([]byte, 1024))
+	})
+	gw := startGateway(b, gatewayConfig{allow: []string{"*"}, exempt: []string{up.hostPort()}})
+	proxyURL, _ := url.Parse("http://" + gw.addr)
+	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := c.Get(up.URL)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+}
