@@ -143,4 +143,3 @@ func (b *directBody) Close() error {
 	}
 	return err
 }
-
