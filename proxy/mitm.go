@@ -62,7 +62,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 	}
 	defer upstream.CloseIdleConnections()
 
-	h := &mitmHandler{s: s, t: t, rules: rules, client: tunnel.client, entry: tunnel.entry, sni: tunnel.sni}
+	h := &mitmHandler{s: s, t: t, rules: rules, client: tunnel.client, entry: tunnel.entry, sni: tunnel.sni, transparent: tunnel.transparent}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		Transport:      upstream,
@@ -81,15 +81,16 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 
 // mitmHandler serves the requests inside one intercepted tunnel.
 type mitmHandler struct {
-	s        *Server
-	t        target
-	rules    EntryRules
-	client   string
-	entry    string
-	sni      string
-	proxy    *httputil.ReverseProxy
-	requests atomic.Int64
-	active   sync.WaitGroup
+	s           *Server
+	t           target
+	rules       EntryRules
+	client      string
+	entry       string
+	sni         string
+	transparent bool
+	proxy       *httputil.ReverseProxy
+	requests    atomic.Int64
+	active      sync.WaitGroup
 }
 
 type mitmDecisionKey struct{}
@@ -100,6 +101,7 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.active.Done()
 	d := newDecision(h.client, modeMITM)
 	d.method, d.host, d.port, d.entry, d.sni = r.Method, h.t.host, h.t.port, h.entry, h.sni
+	d.transparent = h.transparent
 	if den := h.checkHost(r); den != nil {
 		d.refuse(den)
 		den.write(w)

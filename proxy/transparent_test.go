@@ -109,6 +109,11 @@ func TestTransparentTLSTunnelAndMITM(t *testing.T) {
 	if got := env.up.requests(); len(got) != 2 {
 		t.Fatalf("upstream saw %d requests", len(got))
 	}
+	for _, d := range env.gw.logs.waitDecisions(t, 2) {
+		if d["transparent"] != true {
+			t.Errorf("decision without transparent: %v", d)
+		}
+	}
 	env.assertNoCanary(t)
 }
 
