@@ -59,6 +59,9 @@ func startGateway(o gatewayOptions) (*gateway, error) {
 	cfg := filepath.Join(o.dir, "gateway-"+o.logLabel+".yaml")
 	yaml := "listen: {proxy: \"127.0.0.1:0\"}\n" +
 		"network:\n  allowlist: [{domain: \"*\"}]\n  dns: {servers: []}\n" +
+		// No connection limits: the idle scenario holds 5,000 tunnels from
+		// one client address (the defaults are 4096 overall, 512 per client).
+		"limits: {max_connections: 0, max_connections_per_client: 0}\n" +
 		"log: {level: " + o.level + "}\n"
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		return nil, err

@@ -36,6 +36,7 @@ type row struct {
 	Ratio    float64     `json:"ratio"`
 	Pass     bool        `json:"pass"`
 	Idle     *idleResult `json:"idle,omitempty"`
+	Soak     *soakResult `json:"soak,omitempty"`
 	Attempts int         `json:"attempts,omitempty"`
 }
 
@@ -50,7 +51,10 @@ type report struct {
 	Rows []row          `json:"rows"`
 }
 
-var scenarioNames = []string{"forward", "connect", "newtunnel", "download", "idle"}
+var scenarioNames = []string{"forward", "connect", "newtunnel", "download", "idle", "soak"}
+
+// defaultScenarios run without -scenarios.
+var defaultScenarios = []string{"forward", "connect", "newtunnel", "download", "idle", "soak"}
 
 func main() {
 	if err := run(); err != nil {
@@ -71,7 +75,7 @@ func run() error {
 		idleN      = flag.Int("idle-tunnels", 5000, "idle tunnels for the memory scenario")
 		idleSettle = flag.Duration("idle-settle", 2*time.Second, "wait after opening the idle tunnels before reading RSS")
 		maxReqs    = flag.Int64("max-requests", 5_000_000, "bound on requests per run")
-		scenarios  = flag.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run")
+		scenarios  = flag.String("scenarios", strings.Join(defaultScenarios, ","), "comma-separated scenarios to run (have "+strings.Join(scenarioNames, ",")+")")
 		levels     = flag.String("log-levels", "warn,info", "gateway log levels to run the request scenarios at (info: stderr to /dev/null)")
 		gwCPU      = flag.Int("gateway-cpu", 0, "CPU the gateway is pinned to")
 		benchCPU   = flag.Int("bench-cpu", 1, "CPU this process (load generator + upstream) is pinned to")
@@ -80,6 +84,13 @@ func run() error {
 		retries    = flag.Int("retries", 2, "retries of a contaminated pair (see -max-other); the least contaminated attempt is kept")
 		nice       = flag.Int("nice", 0, "nice value for this process and the gateway (e.g. -10 on a shared machine; negative needs CAP_SYS_NICE)")
 		jsonOut    = flag.Bool("json", false, "print the results as JSON on stdout (the table goes to stderr)")
+		soakOps    = flag.Int("soak-ops", 10_000, "soak: operations per run (each run: without, then with reloads)")
+		soakWarmup = flag.Int("soak-warmup-ops", 600, "soak: unmeasured operations before the memory baseline")
+		soakReload = flag.Duration("soak-reload", time.Second, "soak: interval of config rewrite + POST /v1/reload in the reloading run")
+		soakSettle = flag.Duration("soak-settle", 5*time.Second, "soak: idle wait after the last run before the settled memory reading")
+		soakBound  = flag.Duration("soak-timeout", 3*time.Minute, "soak: bound on one run")
+		soakMix    = flag.String("soak-mix", "1:1:1", "soak: weights of plain tunnel : injected request : denied CONNECT")
+		soakLimit  = flag.Int("soak-limit", 0, "soak: limits.max_connections_per_client; 0: the client count (-c), i.e. run at the limit")
 	)
 	flag.Parse()
 	maxOtherLoad = *maxOther
@@ -160,9 +171,10 @@ func run() error {
 	fmt.Fprintf(progress, "bench pid %d on CPU(s) %s, GOMAXPROCS=%d, RLIMIT_NOFILE=%d; upstream http %s tls %s\n",
 		os.Getpid(), meta["bench_cpus"], runtime.GOMAXPROCS(0), nofile, u.httpAddr, u.tlsAddr)
 
+	perLevel := want["forward"] || want["connect"] || want["newtunnel"] || want["download"]
 	for li, level := range strings.Split(*levels, ",") {
 		level = strings.TrimSpace(level)
-		if level == "" {
+		if level == "" || !perLevel {
 			continue
 		}
 		g, err := startGateway(gatewayOptions{bin: *gwBin, dir: dir, level: level, logFile: level != "info",
@@ -256,6 +268,29 @@ func run() error {
 			Ratio: r.PerTunnelKiB, Pass: r.Opened == r.Tunnels && r.PerTunnelKiB <= 16, Idle: &r})
 	}
 
+	if want["soak"] {
+		if *soakOps < 1 || *soakReload <= 0 {
+			return fmt.Errorf("-soak-ops must be ≥ 1 and -soak-reload > 0")
+		}
+		mix, err := parseMix(*soakMix)
+		if err != nil {
+			return fmt.Errorf("-soak-mix: %w", err)
+		}
+		limit := *soakLimit
+		if limit <= 0 {
+			limit = *clients
+		}
+		res, q, r := soak(soakOptions{bin: *gwBin, dir: dir, cpu: pin, ops: *soakOps, clients: *clients, limit: limit, mix: mix,
+			warmupOps: *soakWarmup, reloadEvery: *soakReload, settle: *soakSettle, runTimeout: *soakBound,
+			opTimeout: 10 * time.Second, retries: *retries, maxOther: *maxOther, progress: progress})
+		if res.FatalError != "" {
+			fmt.Fprintf(progress, "  soak      FAILED: %s\n", res.FatalError)
+		}
+		meta["soak_ops_per_run"], meta["soak_reload_s"], meta["soak_settle_s"] = *soakOps, soakReload.Seconds(), soakSettle.Seconds()
+		rows = append(rows, row{Scenario: "soak", Log: "info", Unit: "ops/s", Target: 2, Direct: q, Proxied: r,
+			Ratio: res.P99Ratio, Pass: soakPass(res), Soak: &res, Attempts: res.Attempts})
+	}
+
 	table := io.Writer(os.Stdout)
 	if *jsonOut {
 		table = os.Stderr
@@ -289,6 +324,10 @@ func printTable(w io.Writer, rows []row) {
 				i.RSSBeforeKiB, i.RSSAfterKiB, i.Opened, i.Tunnels, i.Errors)
 			continue
 		}
+		if r.Soak != nil {
+			printSoakRow(tw, r)
+			continue
+		}
 		dv, pv := r.Direct.RPS, r.Proxied.RPS
 		lat := fmt.Sprintf("%s/%s", us(r.Direct.P50us), us(r.Proxied.P50us))
 		lat99 := fmt.Sprintf("%s/%s", us(r.Direct.P99us), us(r.Proxied.P99us))
@@ -305,6 +344,10 @@ func printTable(w io.Writer, rows []row) {
 	}
 	tw.Flush()
 	for _, r := range rows {
+		if r.Soak != nil {
+			printSoakDetails(w, r.Soak)
+			continue
+		}
 		for _, m := range []struct {
 			side string
 			m    measurement

@@ -121,8 +121,9 @@ func (u *upstream) serveDownload(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// selfSigned makes an ECDSA P-256 certificate for 127.0.0.1 and bench.test.
-func selfSigned() (tls.Certificate, *x509.CertPool, error) {
+// selfSigned makes an ECDSA P-256 certificate for 127.0.0.1, bench.test and
+// any extra DNS names given.
+func selfSigned(names ...string) (tls.Certificate, *x509.CertPool, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, err
@@ -137,7 +138,7 @@ func selfSigned() (tls.Certificate, *x509.CertPool, error) {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:              []string{"bench.test"},
+		DNSNames:              append([]string{"bench.test"}, names...),
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

@@ -68,7 +68,8 @@ func (l *connLimiter) release(client netip.Addr) {
 	}
 }
 
-// countedConn gives its slot back when closed.
+// countedConn gives its slot back when closed — just before, in fact: a
+// client that sees our FIN and reconnects at once must find its slot free.
 type countedConn struct {
 	net.Conn
 	once    sync.Once
@@ -76,9 +77,26 @@ type countedConn struct {
 }
 
 func (c *countedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
+	c.releaseSlot()
+	return c.Conn.Close()
+}
+
+func (c *countedConn) releaseSlot() { c.once.Do(c.release) }
+
+// releaseSlot gives back the limit slot of a client connection (under any
+// of our wrappers) ahead of closing it.
+func releaseSlot(c net.Conn) {
+	for {
+		if cc, ok := c.(*countedConn); ok {
+			cc.releaseSlot()
+			return
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = w.NetConn()
+	}
 }
 
 func (c *countedConn) NetConn() net.Conn { return c.Conn }

@@ -25,6 +25,8 @@ func (s *Server) relay(client, upstream net.Conn, d *decision) {
 	go func() {
 		defer wg.Done()
 		d.addOut(s.copyTunnel(client, upstream))
+		// The client may reconnect as soon as it sees our FIN.
+		releaseSlot(client)
 		closeWrite(client)
 	}()
 	d.addIn(s.copyTunnel(upstream, client))
