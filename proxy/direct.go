@@ -52,7 +52,7 @@ func (s *Server) roundTripDirect(fc *framingConn, r *http.Request, d *decision) 
 		addr = net.JoinHostPort(trimBrackets(addr), "80")
 	}
 	for attempt := 0; ; attempt++ {
-		uc := fc.upstream
+		uc := fc.upstream.Load()
 		reused := uc != nil && uc.authority == r.URL.Host && uc.policy == p
 		if !reused {
 			fc.dropUpstream()
@@ -62,7 +62,7 @@ func (s *Server) roundTripDirect(fc *framingConn, r *http.Request, d *decision) 
 			}
 			uc = &upstreamConn{authority: r.URL.Host, policy: p, conn: conn,
 				br: bufio.NewReaderSize(conn, 4096), bw: bufio.NewWriterSize(conn, 4096)}
-			fc.upstream = uc
+			fc.upstream.Store(uc)
 		}
 		d.setUpstream(uc.conn)
 		resp, err := s.exchange(uc, r)
@@ -135,11 +135,8 @@ func (b *directBody) Close() error {
 		b.eof = true
 	}
 	if !b.keep || !b.eof {
-		if b.fc.upstream == b.uc {
-			b.fc.dropUpstream()
-		} else {
-			b.uc.close()
-		}
+		b.fc.upstream.CompareAndSwap(b.uc, nil)
+		b.uc.close()
 	}
 	return err
 }

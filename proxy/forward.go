@@ -157,32 +157,12 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 	return s.refuse(ctx.Req, st.d, classifyUpstream(ctx.Error, st.d.host))
 }
 
-// hopByHop are the headers that belong to one connection (RFC 9110 §7.6.1).
-var hopByHop = [...]string{
-	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
 // stripHopByHop removes hop-by-hop headers, the headers Connection names,
 // and every Proxy-* header, keeping a websocket Upgrade intact.
 func stripHopByHop(h http.Header) {
 	upgrade := h.Get("Upgrade")
 	isUpgrade := upgrade != "" && headerHasToken(h, "Connection", "upgrade")
-	for _, v := range h["Connection"] {
-		for _, name := range strings.Split(v, ",") {
-			if name = strings.TrimSpace(name); name != "" && !strings.EqualFold(name, "upgrade") {
-				h.Del(name)
-			}
-		}
-	}
-	for _, name := range hopByHop {
-		h.Del(name)
-	}
-	for name := range h {
-		if len(name) >= 6 && strings.EqualFold(name[:6], "proxy-") {
-			delete(h, name)
-		}
-	}
+	transform.StripHopByHop(h)
 	if isUpgrade {
 		h.Set("Connection", "Upgrade")
 		h.Set("Upgrade", upgrade)

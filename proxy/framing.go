@@ -32,15 +32,15 @@ type framingConn struct {
 	rejection atomic.Pointer[string]
 
 	// upstream is this client connection's keep-alive connection for
-	// plain-HTTP forwarding (see roundTripDirect); only the goroutine
-	// serving the connection touches it.
-	upstream *upstreamConn
+	// plain-HTTP forwarding (see roundTripDirect). The goroutine serving
+	// the connection uses it; Close (which Shutdown may call from another
+	// goroutine) drops it.
+	upstream atomic.Pointer[upstreamConn]
 }
 
 // dropUpstream closes the connection's upstream connection, if any.
 func (c *framingConn) dropUpstream() {
-	c.upstream.close()
-	c.upstream = nil
+	c.upstream.Swap(nil).close()
 }
 
 // Close closes the client connection and its upstream connection.

@@ -72,4 +72,4 @@ func (c *readOnlyConn) SetWriteDeadline(time.Time) error { return nil }
 
 // tlsAlertAccessDenied is a fatal TLS alert record (access_denied, 49): the
 // one thing a tunnel refused after its 200 can still tell a TLS client.
-var tlsAlertAccessDenied = []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49}
+const tlsAlertAccessDenied = "\x15\x03\x03\x00\x02\x02\x31"

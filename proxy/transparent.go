@@ -91,7 +91,7 @@ func (s *Server) serveTransparentTLS(ss *session, first []byte, orig netip.AddrP
 	_ = c.SetReadDeadline(time.Time{})
 	if err != nil {
 		d.host = orig.Addr().String()
-		_, _ = c.Write(tlsAlertAccessDenied)
+		_, _ = c.Write([]byte(tlsAlertAccessDenied))
 		d.refuse(deny(CodeProtocol, 0, d.host, "not a TLS ClientHello: %v", helloErrReason(err)))
 		ss.end()
 		return
@@ -124,7 +124,7 @@ func (s *Server) serveTransparentTLS(ss *session, first []byte, orig netip.AddrP
 // client gets a TLS access_denied alert.
 func (s *Server) denyOverTLS(c net.Conn, helloBytes []byte, t target, den *denial) {
 	if s.leaves == nil || t.host == "" {
-		_, _ = c.Write(tlsAlertAccessDenied)
+		_, _ = c.Write([]byte(tlsAlertAccessDenied))
 		return
 	}
 	_ = c.SetDeadline(time.Now().Add(s.timeouts.ClientHello))

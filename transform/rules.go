@@ -120,6 +120,11 @@ func (r *Rules) Apply(h http.Header) {
 	}
 }
 
+// StripHopByHop removes what Apply removes for a request to a host without a
+// transform: the hop-by-hop headers, those named in Connection, and every
+// Proxy-* header ("TE: trailers" stays).
+func StripHopByHop(h http.Header) { (*Rules)(nil).Apply(h) }
+
 // strip reports whether Apply removes the header key k.
 func (r *Rules) strip(k string, conn [][]string) bool {
 	if isHopByHop(k) || hasPrefixFold(k, "Proxy-") {
