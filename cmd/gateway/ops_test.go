@@ -311,7 +311,9 @@ func TestMetricsAndNoSecrets(t *testing.T) {
 	var metrics string
 	for {
 		_, metrics = sg.admin(t, "GET", "/metrics")
-		if strings.Contains(metrics, `mode="tunnel"`) || time.Now().After(deadline) {
+		// The allowed tunnel's line is written when the tunnel closes,
+		// just after the client let it go.
+		if strings.Contains(metrics, `entry="example.com",mode="tunnel",verdict="allow"`) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
