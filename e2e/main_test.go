@@ -38,6 +38,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if code, ok := sandboxClientMain(); ok {
+		os.Exit(code)
+	}
 	if role := os.Getenv(roleEnv); role != "" {
 		os.Exit(runRole(role))
 	}

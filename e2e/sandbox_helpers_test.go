@@ -24,21 +24,24 @@ import (
 
 // The sandbox client: `gateway sandbox exec -- e2e.test ROLE ARGS` runs this
 // test binary inside the sandbox, where it does one thing and prints what
-// happened. It is chosen in init, before TestMain, by sandboxClientEnv
-// (inherited from the gateway's environment) and the arguments.
+// happened. TestMain chooses it, before the testing flags are parsed, by
+// sandboxClientEnv (inherited from the gateway's environment) and the
+// arguments.
 const sandboxClientEnv = "HOOKGATE_E2E_SANDBOX_CLIENT"
 
 // sandboxOpTimeout bounds one operation of the sandbox client.
 const sandboxOpTimeout = 5 * time.Second
 
-func init() {
+// sandboxClientMain runs the sandbox client when this process is one.
+func sandboxClientMain() (code int, isClient bool) {
 	if os.Getenv(sandboxClientEnv) == "" || len(os.Args) < 2 {
-		return
+		return 0, false
 	}
 	switch os.Args[1] {
 	case "dns", "udp", "tcp":
-		os.Exit(runSandboxClient(os.Args[1], os.Args[2:]))
+		return runSandboxClient(os.Args[1], os.Args[2:]), true
 	}
+	return 0, false
 }
 
 // runSandboxClient:
