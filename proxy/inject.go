@@ -20,8 +20,8 @@ func inject(h http.Header, rules *transform.Rules, d *decision) {
 }
 
 // scrubResponse replaces every injected secret that an upstream echoes, in
-// the response's headers and (streamed) body, with "[redacted]". The body's
-// length may change, so Content-Length goes and the client gets it chunked.
+// the response's headers ("[redacted]") and its streamed body (a mask of the
+// same length, so Content-Length stays true and the body is not re-framed).
 func scrubResponse(resp *http.Response, s *transform.Scrubber) {
 	if s == nil {
 		return
@@ -32,6 +32,4 @@ func scrubResponse(resp *http.Response, s *transform.Scrubber) {
 		return
 	}
 	resp.Body = s.Reader(resp.Body)
-	resp.Header.Del("Content-Length")
-	resp.ContentLength = -1
 }

@@ -19,6 +19,10 @@ import (
 // it anywhere it must not be is unambiguous.
 const canary = "hg-canary-5d1e8b7c2f-do-not-leak"
 
+// maskedAuth is how an echo of the injected "Bearer <canary>" reaches the
+// client in a body: a mask of the same length.
+var maskedAuth = "[redacted]" + strings.Repeat("*", len("Bearer "+canary)-len("[redacted]"))
+
 // mitmEnv is a gateway with one transform entry (telemetry.example.com),
 // a plain entry for the rest of example.com, our CA, and a TLS upstream that
 // serves every example.com name.
@@ -164,7 +168,7 @@ func TestMITMReplacesClientCopies(t *testing.T) {
 	resp.Body.Close()
 	// The echo is scrubbed on the way back (the whole injected value is a
 	// secret), and exactly one value arrived.
-	if string(body) != "[redacted]|1" || got0(env).Header.Get("Authorization") != "Bearer "+canary {
+	if string(body) != maskedAuth+"|1" || got0(env).Header.Get("Authorization") != "Bearer "+canary {
 		t.Fatalf("upstream saw %q, want exactly one injected Authorization", body)
 	}
 	if got0(env).Header.Get("Proxy-Authorization") != "" {
@@ -303,7 +307,7 @@ func TestMITMScrubsEchoes(t *testing.T) {
 	if strings.Contains(string(body), canary) || strings.Contains(resp.Header.Get("X-Echo"), canary) {
 		t.Fatalf("the secret reached the client: header %q body %q", resp.Header.Get("X-Echo"), body)
 	}
-	if resp.Header.Get("X-Echo") != "[redacted]" || strings.Count(string(body), "[redacted]") != 3 {
+	if resp.Header.Get("X-Echo") != "[redacted]" || strings.Count(string(body), maskedAuth) != 3 || resp.ContentLength != int64(len(body)) {
 		t.Fatalf("echo not scrubbed as expected: header %q body %q", resp.Header.Get("X-Echo"), body)
 	}
 }
@@ -335,7 +339,7 @@ func TestPlaintextToTransformHost(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if string(body) != "[redacted]|1" || plain.requests()[0].Header.Get("Authorization") != "Bearer "+canary {
+	if string(body) != maskedAuth+"|1" || plain.requests()[0].Header.Get("Authorization") != "Bearer "+canary {
 		t.Fatalf("allow_plaintext: client got %q", body)
 	}
 	if strings.Contains(gw.logs.String(), canary) {

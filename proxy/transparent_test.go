@@ -88,8 +88,8 @@ func TestTransparentTLSTunnelAndMITM(t *testing.T) {
 	pool := env.caPool.Clone()
 	pool.AddCert(env.up.Certificate())
 	for host, want := range map[string]string{
-		"other.example.com":     "|0",           // tunnelled, nothing injected
-		"telemetry.example.com": "[redacted]|1", // intercepted, injected, echo scrubbed
+		"other.example.com":     "|0",              // tunnelled, nothing injected
+		"telemetry.example.com": maskedAuth + "|1", // intercepted, injected, echo scrubbed
 	} {
 		t.Run(host, func(t *testing.T) {
 			tc := tls.Client(dialTimeout(t, addr), &tls.Config{ServerName: host, RootCAs: pool})

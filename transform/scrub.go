@@ -9,10 +9,15 @@ import (
 	"strings"
 )
 
-// Scrubber replaces every occurrence of a set of secrets with "[redacted]"
-// in response headers and bodies, so that an upstream that echoes a
-// credential (a debug endpoint, an error page quoting the request) does not
-// hand it to the sandbox. A nil *Scrubber is valid and changes nothing.
+// Scrubber replaces every occurrence of a set of secrets in response headers
+// and bodies, so that an upstream that echoes a credential (a debug
+// endpoint, an error page quoting the request) does not hand it to the
+// sandbox. A nil *Scrubber is valid and changes nothing.
+//
+// In headers a secret becomes "[redacted]". In bodies it becomes a mask of
+// the same length — "[redacted]" followed by '*'s, or only '*'s for a secret
+// shorter than that — so that a body keeps its Content-Length and streams
+// through unchanged in size, without re-chunking or per-read flushes.
 //
 // Matching is leftmost, and longest among secrets starting at the same byte,
 // so the output does not depend on how the input was split into reads.
@@ -20,6 +25,8 @@ import (
 // encoded (base64, URL-escaped) or truncated is not caught.
 type Scrubber struct {
 	secrets [][]byte // distinct, non-empty, longest first
+	mask    []byte   // "[redacted]***…" and "****…" of maxLen: see maskFor
+	stars   []byte
 	strs    []string // the same, as strings
 	maxLen  int
 	minLen  int
@@ -52,6 +59,8 @@ func newScrubber(secrets []string) *Scrubber {
 	}
 	sort.SliceStable(strs, func(i, j int) bool { return len(strs[i]) > len(strs[j]) })
 	s := &Scrubber{strs: strs, maxLen: len(strs[0]), minLen: len(strs[len(strs)-1])}
+	s.stars = bytes.Repeat([]byte{'*'}, s.maxLen)
+	s.mask = append([]byte(redacted), s.stars...)[:max(s.maxLen, len(redacted))]
 	for _, v := range strs {
 		s.secrets = append(s.secrets, []byte(v))
 	}
@@ -68,6 +77,14 @@ func newScrubber(secrets []string) *Scrubber {
 		}
 	}
 	return s
+}
+
+// maskFor is the same-length replacement of an n-byte secret in a body.
+func (s *Scrubber) maskFor(n int) []byte {
+	if n >= len(redacted) {
+		return s.mask[:n]
+	}
+	return s.stars[:n]
 }
 
 // String describes the scrubber without its secrets.
@@ -229,8 +246,7 @@ type scrubReader struct {
 	s      *Scrubber
 	rc     io.ReadCloser
 	pend   []byte // held back: read from rc, not yet known not to start a secret
-	out    []byte // processed bytes not yet returned (view of outBuf or buf)
-	outBuf []byte // owned storage for output with replacements
+	out    []byte // processed bytes not yet returned (a view of buf)
 	buf    []byte // work buffer for small caller buffers; allocated lazily
 	next   []int  // find's cache when there are several secrets
 	err    error  // non-EOF error from rc to return once out is drained
@@ -301,30 +317,21 @@ func (r *scrubReader) process(work []byte, direct bool) int {
 	}
 	emitEnd = max(emitEnd, 0)
 	resetNext(r.next)
-	pos, matched := 0, false
+	// Masks have the secrets' lengths, so they are written in place.
+	pos := 0
 	for {
 		i, l := s.find(work, pos, r.next)
 		if i < 0 || i > limit {
 			break
 		}
-		if !matched {
-			r.outBuf, matched = r.outBuf[:0], true
-		}
-		r.outBuf = append(r.outBuf, work[pos:i]...)
-		r.outBuf = append(r.outBuf, redacted...)
+		copy(work[i:i+l], s.maskFor(l))
 		pos = i + l
 	}
 	end := max(pos, emitEnd)
 	r.pend = append(r.pend[:0], work[end:]...)
-	switch {
-	case matched:
-		r.outBuf = append(r.outBuf, work[pos:end]...)
-		r.out = r.outBuf
-		return 0
-	case direct:
+	if direct {
 		return end
-	default:
-		r.out = work[:end]
-		return 0
 	}
+	r.out = work[:end]
+	return 0
 }

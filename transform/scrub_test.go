@@ -73,21 +73,24 @@ func TestScrubHeader(t *testing.T) {
 }
 
 func TestScrubReplaceAll(t *testing.T) {
+	// want is the header form; body is the same-length body form.
 	tests := []struct {
 		name    string
 		secrets []string
 		in      string
 		want    string
+		body    string
 	}{
-		{"none", []string{"abc"}, "xyz", "xyz"},
-		{"one", []string{"abc"}, "xabcx", "x[redacted]x"},
-		{"adjacent", []string{"abc"}, "abcabc", "[redacted][redacted]"},
-		{"overlapping self", []string{"aa"}, "aaa", "[redacted]a"},
-		{"longest at same start", []string{"Bearer", "Bearer tok"}, "Bearer tok!", "[redacted]!"},
-		{"leftmost wins", []string{"tok", "Bearer tok"}, "Bearer tok", "[redacted]"},
-		{"leftmost shorter", []string{"xab", "abcdef"}, "xabcdef", "[redacted]cdef"},
-		{"several", []string{"one", "two", "three"}, "one two three four", "[redacted] [redacted] [redacted] four"},
-		{"empty input", []string{"a"}, "", ""},
+		{"none", []string{"abc"}, "xyz", "xyz", "xyz"},
+		{"one", []string{"abc"}, "xabcx", "x[redacted]x", "x***x"},
+		{"adjacent", []string{"abc"}, "abcabc", "[redacted][redacted]", "******"},
+		{"overlapping self", []string{"aa"}, "aaa", "[redacted]a", "**a"},
+		{"longest at same start", []string{"Bearer", "Bearer tok"}, "Bearer tok!", "[redacted]!", "[redacted]!"},
+		{"leftmost wins", []string{"tok", "Bearer tok"}, "Bearer tok", "[redacted]", "[redacted]"},
+		{"leftmost shorter", []string{"xab", "abcdef"}, "xabcdef", "[redacted]cdef", "***cdef"},
+		{"several", []string{"one", "two", "three"}, "one two three four", "[redacted] [redacted] [redacted] four", "*** *** ***** four"},
+		{"long", []string{"sk-live-0123456789"}, "a sk-live-0123456789 b", "a [redacted] b", "a [redacted]******** b"},
+		{"empty input", []string{"a"}, "", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,8 +101,8 @@ func TestScrubReplaceAll(t *testing.T) {
 			}
 			for name, r := range readerVariants(s, tt.in) {
 				out, err := io.ReadAll(r)
-				if err != nil || string(out) != tt.want {
-					t.Errorf("%s: got %q, %v; want %q", name, out, err, tt.want)
+				if err != nil || string(out) != tt.body {
+					t.Errorf("%s: got %q, %v; want %q", name, out, err, tt.body)
 				}
 			}
 		})
@@ -140,15 +143,9 @@ func testStraddle(t *testing.T, short string) {
 		filler := strings.Repeat("ab", n/2)
 		in.WriteString(filler)
 		want.WriteString(filler)
-		switch rng.IntN(3) {
-		case 0:
-			in.WriteString(secret)
-		case 1:
-			in.WriteString(other)
-		case 2:
-			in.WriteString(short)
-		}
-		want.WriteString(redacted)
+		echoed := []string{secret, other, short}[rng.IntN(3)]
+		in.WriteString(echoed)
+		want.Write(s.maskFor(len(echoed)))
 	}
 	for name, r := range readerVariants(s, in.String()) {
 		out, err := io.ReadAll(r)
@@ -261,8 +258,8 @@ func FuzzScrubReader(f *testing.F) {
 }
 
 // naiveReplace is the reference: at each byte, the longest secret that
-// starts there, else the byte.
-func naiveReplace(s *Scrubber, in []byte) []byte {
+// starts there (replaced by repl of its length), else the byte.
+func naiveReplace(s *Scrubber, in []byte, repl func(n int) []byte) []byte {
 	var out []byte
 	for i := 0; i < len(in); {
 		l := 0
@@ -276,16 +273,21 @@ func naiveReplace(s *Scrubber, in []byte) []byte {
 			i++
 			continue
 		}
-		out = append(out, redacted...)
+		out = append(out, repl(l)...)
 		i += l
 	}
 	return out
 }
 
 func fuzzScrub(t *testing.T, s *Scrubber, in []byte, srcChunk, dstChunk uint8) {
-	want, _ := s.replaceAll(in)
-	if naive := naiveReplace(s, in); !bytes.Equal(want, naive) {
-		t.Fatalf("replaceAll %q != naive %q", want, naive)
+	header, _ := s.replaceAll(in)
+	if naive := naiveReplace(s, in, func(int) []byte { return []byte(redacted) }); !bytes.Equal(header, naive) {
+		t.Fatalf("replaceAll %q != naive %q", header, naive)
+	}
+	// Bodies get same-length masks.
+	want := naiveReplace(s, in, s.maskFor)
+	if len(want) != len(in) {
+		t.Fatalf("masked body has %d bytes, the input %d", len(want), len(in))
 	}
 	r := s.Reader(io.NopCloser(&chunkReader{data: in, n: int(srcChunk%64) + 1}))
 	var out bytes.Buffer

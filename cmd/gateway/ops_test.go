@@ -297,7 +297,8 @@ func TestMetricsAndNoSecrets(t *testing.T) {
 	sg := serveInProcess(t, e.config("example.com", "inject.example.com"), e.args()...)
 	c := e.client(sg)
 	defer c.CloseIdleConnections()
-	if code, body := get(t, c, e.url("inject.example.com", "/")); code != 200 || body != "inject.example.com:"+e.port+" [redacted]" {
+	masked := "[redacted]" + strings.Repeat("*", len("Bearer "+e.token)-len("[redacted]"))
+	if code, body := get(t, c, e.url("inject.example.com", "/")); code != 200 || body != "inject.example.com:"+e.port+" "+masked {
 		t.Fatalf("injected: %d %q", code, body)
 	}
 	if code, _ := get(t, c, e.url("denied.example.org", "/")); code != 0 {
