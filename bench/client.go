@@ -80,7 +80,22 @@ func readResponse(br *bufio.Reader, buf []byte) (int64, error) {
 	}
 	switch {
 	case chunked:
-		return io.CopyBuffer(io.Discard, httputil.NewChunkedReader(br), buf)
+		n, err := io.CopyBuffer(io.Discard, httputil.NewChunkedReader(br), buf)
+		if err != nil {
+			return n, err
+		}
+		// The chunked reader stops after the last chunk; the trailer section
+		// (usually just the final CRLF) belongs to this response too, or
+		// the next response on a keep-alive connection starts with it.
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return n, err
+			}
+			if len(bytes.TrimRight(line, "\r\n")) == 0 {
+				return n, nil
+			}
+		}
 	case length >= 0:
 		return discardN(br, length, buf)
 	}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -38,6 +39,10 @@ type row struct {
 	Idle     *idleResult `json:"idle,omitempty"`
 	Soak     *soakResult `json:"soak,omitempty"`
 	Attempts int         `json:"attempts,omitempty"`
+	// mitm and transparent scenarios (mitm.go, transparent.go).
+	Leaf *leafResult      `json:"leaf,omitempty"`
+	DNS  *dnsClientResult `json:"dns,omitempty"`
+	Note string           `json:"note,omitempty"`
 }
 
 // foreignLoad is the most CPU other processes took on a core that mattered
@@ -51,12 +56,15 @@ type report struct {
 	Rows []row          `json:"rows"`
 }
 
-var scenarioNames = []string{"forward", "connect", "newtunnel", "download", "idle", "soak"}
+var scenarioNames = []string{"forward", "connect", "newtunnel", "download", "idle", "soak", "mitm", "transparent"}
 
 // defaultScenarios run without -scenarios.
-var defaultScenarios = []string{"forward", "connect", "newtunnel", "download", "idle", "soak"}
+var defaultScenarios = []string{"forward", "connect", "newtunnel", "download", "idle", "soak", "mitm", "transparent"}
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-role" { // re-executed as the transparent scenario's client
+		os.Exit(clientRole(os.Args[1:]))
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -91,6 +99,9 @@ func run() error {
 		soakBound  = flag.Duration("soak-timeout", 3*time.Minute, "soak: bound on one run")
 		soakMix    = flag.String("soak-mix", "1:1:1", "soak: weights of plain tunnel : injected request : denied CONNECT")
 		soakLimit  = flag.Int("soak-limit", 0, "soak: limits.max_connections_per_client; 0: the client count (-c), i.e. run at the limit")
+		leafHosts  = flag.Int("leaf-hosts", 1024, "mitm: new hosts per round of the leaf-cache memory figure (2 rounds)")
+		leafTimed  = flag.Int("leaf-timed", 100, "mitm: hosts timed first connection (leaf minted) vs second (cached)")
+		dnsQueries = flag.Int("dns-queries", 2000, "transparent: DNS queries from inside the sandbox for the cached-answer figure")
 	)
 	flag.Parse()
 	maxOtherLoad = *maxOther
@@ -291,6 +302,39 @@ func run() error {
 			Ratio: res.P99Ratio, Pass: soakPass(res), Soak: &res, Attempts: res.Attempts})
 	}
 
+	if want["mitm"] || want["transparent"] {
+		nu, err := startNamedUpstream(filepath.Join(dir, "named-upstream.pem"), *bodySize)
+		if err != nil {
+			return fmt.Errorf("mitm/transparent upstream: %w", err)
+		}
+		defer nu.close()
+		nd, err := startNamedDNS()
+		if err != nil {
+			return fmt.Errorf("mitm/transparent DNS: %w", err)
+		}
+		defer nd.close()
+		if want["mitm"] {
+			rs, err := runMITM(mitmOptions{bin: *gwBin, dir: dir, cpu: pin, lc: lc, size: size, dlTimeout: *dlTimeout,
+				retries: *retries, maxOther: *maxOther, leaves: *leafHosts, leafTimed: *leafTimed, up: nu, dns: nd, progress: progress})
+			rows = append(rows, rs...)
+			if err != nil {
+				fmt.Fprintf(progress, "  mitm      FAILED: %v\n", err)
+			}
+		}
+		if want["transparent"] {
+			bench := -1
+			if pin >= 0 {
+				bench = *benchCPU
+			}
+			rs, err := runTransparent(tpOptions{bin: *gwBin, dir: dir, gwCPU: pin, benchCPU: bench, lc: lc, size: size,
+				dlTimeout: *dlTimeout, retries: *retries, maxOther: *maxOther, dnsQueries: *dnsQueries, up: nu, dns: nd, progress: progress})
+			rows = append(rows, rs...)
+			if err != nil {
+				fmt.Fprintf(progress, "  transparent FAILED: %v\n", err)
+			}
+		}
+	}
+
 	table := io.Writer(os.Stdout)
 	if *jsonOut {
 		table = os.Stderr
@@ -328,6 +372,18 @@ func printTable(w io.Writer, rows []row) {
 			printSoakRow(tw, r)
 			continue
 		}
+		if r.Leaf != nil {
+			printLeafRow(tw, r)
+			continue
+		}
+		if r.DNS != nil {
+			printDNSRow(tw, r)
+			continue
+		}
+		tgt := fmt.Sprintf("≥ %.2f", r.Target)
+		if r.Target == 0 {
+			tgt = "-" // reported, not judged
+		}
 		dv, pv := r.Direct.RPS, r.Proxied.RPS
 		lat := fmt.Sprintf("%s/%s", us(r.Direct.P50us), us(r.Proxied.P50us))
 		lat99 := fmt.Sprintf("%s/%s", us(r.Direct.P99us), us(r.Proxied.P99us))
@@ -336,8 +392,8 @@ func printTable(w io.Writer, rows []row) {
 			lat = fmt.Sprintf("%.2fs/%.2fs", r.Direct.Seconds, r.Proxied.Seconds)
 			lat99 = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%s\t%.3f\t≥ %.2f\t%s\t%s\t%s\t%.0f%%\t%.0f%%/%.0f%%\t%.0f%%/%.0f%%\t%d/%d\t\n",
-			r.Scenario, r.Log, dv, pv, r.Unit, r.Ratio, r.Target, mark(r.Pass)+noisy(r), lat, lat99,
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%s\t%.3f\t%s\t%s\t%s\t%s\t%.0f%%\t%.0f%%/%.0f%%\t%.0f%%/%.0f%%\t%d/%d\t\n",
+			r.Scenario, r.Log, dv, pv, r.Unit, r.Ratio, tgt, mark(r.Pass)+noisy(r), lat, lat99,
 			100*r.Proxied.GatewayCPU, 100*r.Direct.BenchCPU, 100*r.Proxied.BenchCPU,
 			100*r.Direct.OtherOnBenchCPU, 100*max(r.Proxied.OtherOnGatewayCPU, r.Proxied.OtherOnBenchCPU),
 			r.Direct.Errors, r.Proxied.Errors)
@@ -347,6 +403,15 @@ func printTable(w io.Writer, rows []row) {
 		if r.Soak != nil {
 			printSoakDetails(w, r.Soak)
 			continue
+		}
+		if r.Leaf != nil {
+			printLeafDetails(w, r.Leaf)
+		}
+		if r.DNS != nil {
+			printDNSDetails(w, r.DNS)
+		}
+		if r.Note != "" {
+			fmt.Fprintln(w, r.Note)
 		}
 		for _, m := range []struct {
 			side string

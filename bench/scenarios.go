@@ -42,6 +42,10 @@ type measurement struct {
 // pinnedCPUs are the gateway's and the bench's cores; -1 when not pinned.
 var pinnedCPUs = [2]int{-1, -1}
 
+// benchPeers are other processes whose CPU counts as the bench's: in the
+// transparent scenario's client role, the bench process (the upstream).
+var benchPeers []int
+
 type cpuSnap struct {
 	at             time.Time
 	gw, self       time.Duration
@@ -53,6 +57,10 @@ func snapCPU(gwPID int) cpuSnap {
 	s := cpuSnap{at: time.Now(), self: cpuTime(os.Getpid()), slWait: runqWait(os.Getpid())}
 	if gwPID > 0 {
 		s.gw, s.gwWait = cpuTime(gwPID), runqWait(gwPID)
+	}
+	for _, p := range benchPeers { // the upstream, when the client is a child process
+		s.self += cpuTime(p)
+		s.slWait += runqWait(p)
 	}
 	if pinnedCPUs[0] >= 0 {
 		s.busy = cpuBusy(pinnedCPUs[0], pinnedCPUs[1])
