@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"io"
 	"net/http"
 	"net/url"
@@ -24,6 +25,33 @@ func BenchmarkForward(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			resp, err := c.Get(up.URL)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+}
+
+// BenchmarkMITM measures requests with injection inside intercepted
+// keep-alive tunnels (for profiles, like BenchmarkForward).
+func BenchmarkMITM(b *testing.B) {
+	env := newMITMEnv(b, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(make([]byte, 1024))
+	}, nil)
+	proxyURL, _ := url.Parse("http://" + env.gw.addr)
+	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), MaxIdleConnsPerHost: 64,
+		TLSClientConfig: &tls.Config{RootCAs: env.caPool}}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	target := env.url("telemetry.example.com", "/")
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := c.Get(target)
 			if err != nil {
 				b.Error(err)
 				return

@@ -2,26 +2,38 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// upstreamConn is a keep-alive connection to one upstream, owned by one
-// client connection of the explicit listener: its plain-HTTP requests to
-// the same host go over it, one after the other, in the goroutine that
-// serves the client. Compared with http.Transport's pool it saves the
-// hand-offs to the transport's reader and writer goroutines and a pool
-// lookup per request, and it knows which address it dialled.
+// upstreamSlot holds at most one keep-alive upstream connection, owned by
+// one client connection of the explicit listener (its plain-HTTP requests)
+// or by one intercepted tunnel (its requests inside). Requests go over it
+// one after the other, in the goroutine that serves the client: compared
+// with http.Transport's pool this saves the hand-offs to the transport's
+// reader and writer goroutines and a pool lookup per request, and it knows
+// which address it dialled. The serving goroutine uses the slot; drop may
+// come from another (Shutdown closing the client connection).
+type upstreamSlot struct {
+	conn atomic.Pointer[upstreamConn]
+}
+
+// drop closes the slot's connection, if any.
+func (sl *upstreamSlot) drop() { sl.conn.Swap(nil).close() }
+
+// upstreamConn is one keep-alive upstream connection.
 type upstreamConn struct {
-	authority string  // host:port of the request target
-	policy    *Policy // the policy its addresses were judged by
-	conn      net.Conn
-	br        *bufio.Reader
-	bw        *bufio.Writer
+	key    string  // what it connects to (host:port)
+	policy *Policy // the policy its addresses were judged by
+	conn   net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
 }
 
 func (u *upstreamConn) close() {
@@ -41,36 +53,43 @@ func directEligible(r *http.Request) (*framingConn, bool) {
 	return fc, true
 }
 
-// roundTripDirect sends r over the client connection's upstream connection,
-// dialling one (through the guard) when there is none for r's host and
-// policy. A request without a body is retried once on a fresh connection
-// when a reused one turns out to be closed.
+// roundTripDirect sends a plain-HTTP request over the client connection's
+// upstream connection, dialled through the guard.
 func (s *Server) roundTripDirect(fc *framingConn, r *http.Request, d *decision) (*http.Response, error) {
 	p := policyFrom(r.Context(), s)
 	addr := r.URL.Host
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(trimBrackets(addr), "80")
 	}
+	dial := func(ctx context.Context) (net.Conn, error) { return s.dialUpstream(ctx, "tcp", addr) }
+	return s.roundTripSlot(&fc.upstream, addr, p, dial, r, d)
+}
+
+// roundTripSlot sends r over the slot's connection, dialling one when there
+// is none for key and policy. A request without a body is retried once on a
+// fresh connection when a reused one turns out to be closed (an idle
+// keep-alive connection the upstream timed out).
+func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *Policy, dial func(context.Context) (net.Conn, error), r *http.Request, d *decision) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		uc := fc.upstream.Load()
-		reused := uc != nil && uc.authority == r.URL.Host && uc.policy == p
+		uc := sl.conn.Load()
+		reused := uc != nil && uc.key == key && uc.policy == p
 		if !reused {
-			fc.dropUpstream()
-			conn, err := s.dialUpstream(r.Context(), "tcp", addr)
+			sl.drop()
+			conn, err := dial(r.Context())
 			if err != nil {
 				return nil, err
 			}
-			uc = &upstreamConn{authority: r.URL.Host, policy: p, conn: conn,
+			uc = &upstreamConn{key: key, policy: p, conn: conn,
 				br: bufio.NewReaderSize(conn, 4096), bw: bufio.NewWriterSize(conn, 4096)}
-			fc.upstream.Store(uc)
+			sl.conn.Store(uc)
 		}
 		d.setUpstream(uc.conn)
 		resp, err := s.exchange(uc, r)
 		if err == nil {
-			resp.Body = &directBody{ReadCloser: resp.Body, fc: fc, uc: uc, keep: !resp.Close && !r.Close}
+			resp.Body = &directBody{ReadCloser: resp.Body, slot: sl, uc: uc, keep: !resp.Close && !r.Close}
 			return resp, nil
 		}
-		fc.dropUpstream()
+		sl.drop()
 		if !reused || attempt > 0 || !retryable(r, err) {
 			return nil, err
 		}
@@ -115,7 +134,7 @@ func retryable(r *http.Request, err error) bool {
 // read to the end leaves the connection in an unknown state).
 type directBody struct {
 	io.ReadCloser
-	fc   *framingConn
+	slot *upstreamSlot
 	uc   *upstreamConn
 	keep bool
 	eof  bool
@@ -135,7 +154,7 @@ func (b *directBody) Close() error {
 		b.eof = true
 	}
 	if !b.keep || !b.eof {
-		b.fc.upstream.CompareAndSwap(b.uc, nil)
+		b.slot.conn.CompareAndSwap(b.uc, nil)
 		b.uc.close()
 	}
 	return err

@@ -32,20 +32,13 @@ type framingConn struct {
 	rejection atomic.Pointer[string]
 
 	// upstream is this client connection's keep-alive connection for
-	// plain-HTTP forwarding (see roundTripDirect). The goroutine serving
-	// the connection uses it; Close (which Shutdown may call from another
-	// goroutine) drops it.
-	upstream atomic.Pointer[upstreamConn]
-}
-
-// dropUpstream closes the connection's upstream connection, if any.
-func (c *framingConn) dropUpstream() {
-	c.upstream.Swap(nil).close()
+	// plain-HTTP forwarding (see roundTripDirect).
+	upstream upstreamSlot
 }
 
 // Close closes the client connection and its upstream connection.
 func (c *framingConn) Close() error {
-	c.dropUpstream()
+	c.upstream.drop()
 	return c.Conn.Close()
 }
 

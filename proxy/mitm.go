@@ -44,31 +44,50 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		return
 	}
 
-	upstream := &http.Transport{
-		Proxy: nil,
-		// The judged addresses, never a fresh lookup of the name.
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return g.Dial(ctx, dest) },
-		TLSClientConfig: &tls.Config{
-			ServerName: t.host,
-			RootCAs:    s.roots,
-			MinVersion: tls.VersionTLS12,
-		},
+	tlsConfig := &tls.Config{
+		ServerName: t.host,
+		RootCAs:    s.roots,
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"},
+	}
+	up := &tunnelTransport{s: s, key: net.JoinHostPort(t.host, strconv.Itoa(int(t.port)))}
+	// The judged addresses, never a fresh lookup of the name; the real
+	// certificate verified before a byte of any request is sent.
+	up.dial = func(ctx context.Context) (net.Conn, error) {
+		conn, err := g.Dial(ctx, dest)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(conn, tlsConfig)
+		hsCtx, cancel := context.WithTimeout(ctx, s.timeouts.Dial)
+		defer cancel()
+		if err := tc.HandshakeContext(hsCtx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
+	// Upgrades and 100-continue go through a transport made for them.
+	up.fallback = &http.Transport{
+		Proxy:                 nil,
+		DialContext:           func(ctx context.Context, _, _ string) (net.Conn, error) { return g.Dial(ctx, dest) },
+		TLSClientConfig:       tlsConfig,
 		TLSHandshakeTimeout:   s.timeouts.Dial,
 		ResponseHeaderTimeout: s.timeouts.ResponseHeader,
 		IdleConnTimeout:       s.timeouts.Idle,
-		MaxIdleConnsPerHost:   4,
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,
 	}
-	defer upstream.CloseIdleConnections()
+	defer up.close()
 
 	h := &mitmHandler{s: s, t: t, rules: rules, client: tunnel.client, entry: tunnel.entry, sni: tunnel.sni, transparent: tunnel.transparent}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
-		Transport:      upstream,
+		Transport:      up,
 		ModifyResponse: h.modifyResponse,
 		ErrorHandler:   h.upstreamError,
 		ErrorLog:       newStdLogger(s.log),
+		BufferPool:     (*relayBufPool)(s),
 	}
 	s.serveHTTPConn(tlsConn, h)
 	// A hijacked connection (a websocket upgrade) ends Serve while its
@@ -77,6 +96,35 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 	if h.requests.Load() > 0 {
 		tunnel.once.Do(func() {}) // its requests had their own lines
 	}
+}
+
+// tunnelTransport sends the requests of one intercepted tunnel to its
+// upstream over one keep-alive TLS connection (see upstreamSlot).
+type tunnelTransport struct {
+	s        *Server
+	key      string
+	dial     func(context.Context) (net.Conn, error)
+	slot     upstreamSlot
+	fallback *http.Transport
+}
+
+func (tt *tunnelTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	d, _ := r.Context().Value(mitmDecisionKey{}).(*decision)
+	if d == nil {
+		return tt.fallback.RoundTrip(r)
+	}
+	if r.Header.Get("Upgrade") != "" || r.Header.Get("Expect") != "" {
+		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) { d.setUpstream(info.Conn) },
+		}))
+		return tt.fallback.RoundTrip(r)
+	}
+	return tt.s.roundTripSlot(&tt.slot, tt.key, nil, tt.dial, r, d)
+}
+
+func (tt *tunnelTransport) close() {
+	tt.slot.drop()
+	tt.fallback.CloseIdleConnections()
 }
 
 // mitmHandler serves the requests inside one intercepted tunnel.
@@ -153,9 +201,6 @@ func splitHostPortDefault(hp, defaultPort string) (string, string) {
 
 func (h *mitmHandler) rewrite(pr *httputil.ProxyRequest) {
 	d := pr.In.Context().Value(mitmDecisionKey{}).(*decision)
-	pr.Out = pr.Out.WithContext(httptrace.WithClientTrace(pr.Out.Context(), &httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) { d.setUpstream(info.Conn) },
-	}))
 	pr.Out.URL.Scheme = "https"
 	pr.Out.URL.Host = h.t.authority(443)
 	pr.Out.Host = pr.Out.URL.Host

@@ -33,7 +33,7 @@ type mitmEnv struct {
 	upstream string         // the upstream's port
 }
 
-func newCA(t *testing.T) (*ca.CA, *x509.CertPool) {
+func newCA(t testing.TB) (*ca.CA, *x509.CertPool) {
 	t.Helper()
 	certPath, keyPath, err := ca.Init(t.TempDir())
 	if err != nil {
@@ -48,7 +48,7 @@ func newCA(t *testing.T) (*ca.CA, *x509.CertPool) {
 	return authority, pool
 }
 
-func compileRules(t *testing.T, headers map[string]string) *transform.Rules {
+func compileRules(t testing.TB, headers map[string]string) *transform.Rules {
 	t.Helper()
 	var specs []transform.HeaderSpec
 	for k, v := range headers {
@@ -63,7 +63,7 @@ func compileRules(t *testing.T, headers map[string]string) *transform.Rules {
 	return r
 }
 
-func newMITMEnv(t *testing.T, handler http.HandlerFunc, mutate func(*gatewayConfig)) *mitmEnv {
+func newMITMEnv(t testing.TB, handler http.HandlerFunc, mutate func(*gatewayConfig)) *mitmEnv {
 	t.Helper()
 	authority, pool := newCA(t)
 	up := newUpstream(t, true, handler)

@@ -85,6 +85,13 @@ func (s *Server) getBuf() *[]byte {
 	return &b
 }
 
+// relayBufPool lends the relay buffers to httputil.ReverseProxy, which
+// otherwise allocates 32 KiB for every response it copies.
+type relayBufPool Server
+
+func (p *relayBufPool) Get() []byte  { return *(*Server)(p).getBuf() }
+func (p *relayBufPool) Put(b []byte) { (*Server)(p).bufs.Put(&b) }
+
 // errEOF marks a clean end of stream from readPooled.
 var errEOF = errors.New("EOF")
 
