@@ -101,8 +101,9 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	}
 	resolver := newResolver(cfg.DNSServers, o.dialControl)
 	g.proxy, err = proxy.New(proxy.Options{
-		Policy:        p,
-		Resolver:      resolver,
+		Policy: p,
+		// Names only: every address is judged again on every dial.
+		Resolver:      proxy.NewCachingResolver(resolver, 0, 0),
 		UpstreamRoots: roots,
 		Logger:        logger,
 		Leaves:        leaves,
