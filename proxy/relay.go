@@ -17,7 +17,7 @@ const relayBufSize = 32 << 10
 //
 // An idle tunnel holds no copy buffer: each direction borrows one from a
 // pool only while its socket has bytes to read, and gives it back before it
-// waits (see readPooled). With thousands of idle tunnels this is most of
+// waits (see pooledReader). With thousands of idle tunnels this is most of
 // their memory.
 func (s *Server) relay(client, upstream net.Conn, d *decision) {
 	var wg sync.WaitGroup
@@ -44,7 +44,11 @@ func (s *Server) copyTunnel(dst, src net.Conn) int64 {
 		total     int64
 		refreshed time.Time
 	)
-	rc := rawConnOf(src)
+	var pr *pooledReader
+	if rc := rawConnOf(src); rc != nil {
+		pr = &pooledReader{s: s, rc: rc}
+		pr.fn = pr.read // one closure for the tunnel's life, not one per read
+	}
 	for {
 		if now := time.Now(); now.Sub(refreshed) > idle/16 {
 			_ = src.SetReadDeadline(now.Add(idle))
@@ -55,8 +59,8 @@ func (s *Server) copyTunnel(dst, src net.Conn) int64 {
 			n   int
 			err error
 		)
-		if rc != nil {
-			bp, n, err = s.readPooled(rc)
+		if pr != nil {
+			bp, n, err = pr.readOnce()
 		} else {
 			bp = s.getBuf()
 			n, err = src.Read(*bp)
@@ -92,47 +96,57 @@ type relayBufPool Server
 func (p *relayBufPool) Get() []byte  { return *(*Server)(p).getBuf() }
 func (p *relayBufPool) Put(b []byte) { (*Server)(p).bufs.Put(&b) }
 
-// errEOF marks a clean end of stream from readPooled.
+// errEOF marks a clean end of stream from readOnce.
 var errEOF = errors.New("EOF")
 
-// readPooled reads once from a raw socket, taking a pooled buffer only when
-// the read can return data: on EAGAIN the buffer goes back to the pool before
-// the runtime's poller waits for the socket (and honours its deadline).
-func (s *Server) readPooled(rc syscall.RawConn) (*[]byte, int, error) {
-	var (
-		bp      *[]byte
-		n       int
-		readErr error
-	)
-	err := rc.Read(func(fd uintptr) bool {
-		if bp == nil {
-			bp = s.getBuf()
+// pooledReader reads a raw socket, taking a pooled buffer only when a read
+// can return data: on EAGAIN the buffer goes back to the pool before the
+// runtime's poller waits for the socket (and honours its deadline).
+type pooledReader struct {
+	s   *Server
+	rc  syscall.RawConn
+	fn  func(fd uintptr) bool
+	bp  *[]byte
+	n   int
+	err error
+}
+
+func (r *pooledReader) read(fd uintptr) bool {
+	if r.bp == nil {
+		r.bp = r.s.getBuf()
+	}
+	for {
+		r.n, r.err = syscall.Read(int(fd), *r.bp)
+		if r.err != syscall.EINTR {
+			break
 		}
-		for {
-			n, readErr = syscall.Read(int(fd), *bp)
-			if readErr != syscall.EINTR {
-				break
-			}
-		}
-		if readErr == syscall.EAGAIN {
-			s.bufs.Put(bp)
-			bp = nil
-			return false
-		}
-		return true
-	})
+	}
+	if r.err == syscall.EAGAIN {
+		r.s.bufs.Put(r.bp)
+		r.bp = nil
+		return false
+	}
+	return true
+}
+
+// readOnce reads once and hands over the buffer holding the bytes (nil
+// when there was nothing to read).
+func (r *pooledReader) readOnce() (*[]byte, int, error) {
+	err := r.rc.Read(r.fn)
+	bp := r.bp
+	r.bp = nil
 	switch {
 	case err != nil:
 		return bp, 0, err
-	case readErr != nil:
-		return bp, 0, readErr
-	case n == 0:
+	case r.err != nil:
+		return bp, 0, r.err
+	case r.n == 0:
 		return bp, 0, errEOF
 	}
-	return bp, n, nil
+	return bp, r.n, nil
 }
 
-// rawConnOf returns the socket under a TCP connection, for readPooled, or
+// rawConnOf returns the socket under a TCP connection, for pooledReader, or
 // nil when c is something else or still holds bytes of its own to hand out.
 func rawConnOf(c net.Conn) syscall.RawConn {
 	if fc, ok := c.(*framingConn); ok {
