@@ -109,9 +109,7 @@ func NormalizeHost(raw string) (host string, ip netip.Addr, err error) {
 // normalizeName finishes a lower-case ASCII candidate: one trailing dot,
 // label syntax, punycode validity, and the "ends in a number" IPv4 rule.
 func normalizeName(name string) (string, netip.Addr, error) {
-	if strings.HasSuffix(name, ".") {
-		name = name[:len(name)-1]
-	}
+	name = strings.TrimSuffix(name, ".")
 	hasPuny, err := checkName(name)
 	if err != nil {
 		return "", netip.Addr{}, err

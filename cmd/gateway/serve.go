@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -21,10 +20,6 @@ import (
 	"github.com/hookgate/hookgate/configs"
 	"github.com/hookgate/hookgate/proxy"
 )
-
-// shutdownGrace is how long serve lets requests and tunnels in flight finish
-// after SIGTERM/SIGINT before closing them.
-const shutdownGrace = 10 * time.Second
 
 func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "Run the egress gateway. Without --config it serves the built-in\ndefault (configs/gateway.yaml): the public internet only.\nSIGHUP reloads the config; SIGTERM/SIGINT shut down gracefully.", stdout)
