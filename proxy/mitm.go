@@ -239,6 +239,11 @@ func (s *Server) serveHTTPConn(c net.Conn, h http.Handler) {
 		IdleTimeout:       s.timeouts.Idle,
 		MaxHeaderBytes:    s.maxHdr,
 		ErrorLog:          newStdLogger(s.log),
+		// As on the explicit listener: a transparent plain-HTTP connection
+		// (a framingConn) keeps its own upstream connection.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
 	}
 	ln := newOneConnListener(c)
 	inner.ConnState = ln.connState
