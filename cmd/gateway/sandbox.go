@@ -198,8 +198,19 @@ func waitForwarding(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log
 		case s := <-sigc:
 			forward(s.(syscall.Signal))
 		case <-ctxDone:
+			// The signal that ended ctx (main's SIGINT/SIGTERM) also comes
+			// on sigc, maybe a moment later: forward that one, so that the
+			// command dies of the signal the user sent.
 			ctxDone = nil
-			if kill == nil {
+			if kill != nil {
+				continue
+			}
+			select {
+			case s := <-sigc:
+				forward(s.(syscall.Signal))
+			case <-done:
+				return cmd.ProcessState
+			case <-time.After(100 * time.Millisecond):
 				forward(syscall.SIGTERM)
 			}
 		case <-kill:
