@@ -243,14 +243,14 @@ func (s *Scrubber) Reader(rc io.ReadCloser) io.ReadCloser {
 const scrubBufSize = 32 << 10
 
 type scrubReader struct {
-	s      *Scrubber
-	rc     io.ReadCloser
-	pend   []byte // held back: read from rc, not yet known not to start a secret
-	out    []byte // processed bytes not yet returned (a view of buf)
-	buf    []byte // work buffer for small caller buffers; allocated lazily
-	next   []int  // find's cache when there are several secrets
-	err    error  // non-EOF error from rc to return once out is drained
-	eof    bool   // rc returned io.EOF: pend has been flushed
+	s    *Scrubber
+	rc   io.ReadCloser
+	pend []byte // held back: read from rc, not yet known not to start a secret
+	out  []byte // processed bytes not yet returned (a view of buf)
+	buf  []byte // work buffer for small caller buffers; allocated lazily
+	next []int  // find's cache when there are several secrets
+	err  error  // non-EOF error from rc to return once out is drained
+	eof  bool   // rc returned io.EOF: pend has been flushed
 }
 
 func (r *scrubReader) Close() error { return r.rc.Close() }

@@ -40,7 +40,7 @@ func (s *syncBuffer) String() string {
 
 // startReceiver serves the router over TLS with a certificate made by
 // loadOrCreateCert, and returns a client that trusts exactly that
-// certificate (no InsecureSkipVerify).
+// certificate, never by switching verification off.
 func startReceiver(t *testing.T) (*httptest.Server, *http.Client, *syncBuffer) {
 	t.Helper()
 	dir := t.TempDir()
