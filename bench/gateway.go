@@ -98,24 +98,8 @@ func spawnGateway(o gatewayOptions, cfg, addr string) (*gateway, error) {
 		defer f.Close()
 		cmd.Stderr = f
 	} // else nil: /dev/null
-	start := cmd.Start
-	if o.cpu >= 0 {
-		// Fork from a thread already pinned to the gateway's core: the child
-		// and every thread it ever makes start there (and its Go runtime sizes
-		// GOMAXPROCS to 1 from that mask, as a one-core deployment would).
-		start = func() error { return withThreadAffinity(o.cpu, cmd.Start) }
-	}
-	if err := start(); err != nil {
+	if err := g.launch(o.cpu); err != nil {
 		return nil, err
-	}
-	g.pid = cmd.Process.Pid
-	go func() { g.err = cmd.Wait(); close(g.done) }()
-	if o.cpu >= 0 {
-		// Belt and braces: the syscall on every thread of the child.
-		if err := pinProcess(g.pid, o.cpu); err != nil {
-			g.stop()
-			return nil, err
-		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -135,11 +119,42 @@ func spawnGateway(o gatewayOptions, cfg, addr string) (*gateway, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if o.cpu >= 0 {
-		_ = pinProcess(g.pid, o.cpu) // threads made while starting up
+	g.listening(o.cpu)
+	return g, nil
+}
+
+// launch starts g.cmd, pinned to cpu unless it is -1, and watches for its
+// exit (g.done). If pinning fails, the gateway is stopped.
+func (g *gateway) launch(cpu int) error {
+	start := g.cmd.Start
+	if cpu >= 0 {
+		// Fork from a thread already pinned to the gateway's core: the child
+		// and every thread it ever makes start there (and its Go runtime sizes
+		// GOMAXPROCS to 1 from that mask, as a one-core deployment would).
+		start = func() error { return withThreadAffinity(cpu, g.cmd.Start) }
+	}
+	if err := start(); err != nil {
+		return err
+	}
+	g.pid = g.cmd.Process.Pid
+	go func() { g.err = g.cmd.Wait(); close(g.done) }()
+	if cpu >= 0 {
+		// Belt and braces: the syscall on every thread of the child.
+		if err := pinProcess(g.pid, cpu); err != nil {
+			g.stop()
+			return err
+		}
+	}
+	return nil
+}
+
+// listening is for once the launched gateway listens: it pins again and
+// records the cores for the report.
+func (g *gateway) listening(cpu int) {
+	if cpu >= 0 {
+		_ = pinProcess(g.pid, cpu) // threads made while starting up
 	}
 	g.cpus = allowedCPUs(g.pid)
-	return g, nil
 }
 
 func (g *gateway) logTail() string {

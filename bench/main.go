@@ -214,46 +214,33 @@ func run() error {
 			if !want[sc.name] {
 				continue
 			}
-			var best row
-			for attempt := 1; ; attempt++ {
+			var dead error
+			best := pairRetry(*retries, *maxOther, func(int) ([]row, float64) {
 				fmt.Fprintf(progress, "  %-9s direct...", sc.name)
 				d := sc.f(direct, lc)
 				fmt.Fprintf(progress, " %.0f req/s; proxied...", d.RPS)
 				p := sc.f(prox, lc)
 				fmt.Fprintf(progress, " %.0f req/s (gateway %.0f%% CPU, other load %.0f%%)\n", p.RPS, 100*p.GatewayCPU, 100*foreignLoad(d, p))
-				if err := g.alive(); err != nil {
-					return err
+				if dead = g.alive(); dead != nil {
+					return nil, 0 // no more attempts
 				}
-				r := mkRow(sc.name, logDesc, "req/s", sc.target, d, p, d.RPS, p.RPS)
-				r.Attempts = attempt
-				if attempt == 1 || foreignLoad(d, p) < foreignLoad(best.Direct, best.Proxied) {
-					best = r
-				}
-				if foreignLoad(d, p) <= *maxOther || attempt > *retries {
-					break
-				}
+				return []row{mkRow(sc.name, logDesc, "req/s", sc.target, d, p, d.RPS, p.RPS)}, foreignLoad(d, p)
+			})
+			if dead != nil {
+				return dead
 			}
-			rows = append(rows, best)
+			rows = append(rows, best...)
 		}
 		// The download is one decision line in all: run it at the first level only.
 		if want["download"] && li == 0 {
-			var best row
-			for attempt := 1; ; attempt++ {
+			rows = append(rows, pairRetry(*retries, *maxOther, func(int) ([]row, float64) {
 				fmt.Fprintf(progress, "  download  %d bytes direct...", size)
 				d := download(direct, size, *dlTimeout)
 				fmt.Fprintf(progress, " %.0f MiB/s; proxied...", d.MiBps)
 				p := download(prox, size, *dlTimeout)
 				fmt.Fprintf(progress, " %.0f MiB/s (gateway %.0f%% CPU, other load %.0f%%)\n", p.MiBps, 100*p.GatewayCPU, 100*foreignLoad(d, p))
-				r := mkRow("download", logDesc, "MiB/s", 0.97, d, p, d.MiBps, p.MiBps)
-				r.Attempts = attempt
-				if attempt == 1 || foreignLoad(d, p) < foreignLoad(best.Direct, best.Proxied) {
-					best = r
-				}
-				if foreignLoad(d, p) <= *maxOther || attempt > *retries {
-					break
-				}
-			}
-			rows = append(rows, best)
+				return []row{mkRow("download", logDesc, "MiB/s", 0.97, d, p, d.MiBps, p.MiBps)}, foreignLoad(d, p)
+			})...)
 		}
 		if g.stderr != "" {
 			if fi, err := os.Stat(g.stderr); err == nil {

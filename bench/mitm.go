@@ -44,7 +44,7 @@ type mitmOptions struct {
 	leaves    int // new hosts for the leaf memory figure (2 rounds of this many)
 	leafTimed int // hosts timed first vs cached
 	up        *namedUpstream
-	dns       *namedDNS
+	dns       *loopbackDNS
 	progress  io.Writer
 }
 
@@ -357,29 +357,14 @@ func startMITMGateway(o mitmOptions, dir, cfgTemplate string, env []string) (*ga
 		cmd := exec.Command(o.bin, "serve", "--config", cfgPath, "--test-allow-upstream", o.up.addr.String())
 		cmd.Env, cmd.Stderr = env, f
 		g := &gateway{cmd: cmd, addr: proxyAddr, done: make(chan struct{}), stderr: logPath}
-		start := cmd.Start
-		if o.cpu >= 0 {
-			start = func() error { return withThreadAffinity(o.cpu, cmd.Start) }
-		}
-		err = start()
+		err = g.launch(o.cpu)
 		f.Close()
 		if err != nil {
 			return nil, "", "", err
 		}
-		g.pid = cmd.Process.Pid
-		go func() { g.err = cmd.Wait(); close(g.done) }()
-		if o.cpu >= 0 {
-			if err := pinProcess(g.pid, o.cpu); err != nil {
-				g.stop()
-				return nil, "", "", err
-			}
-		}
 		lastErr = waitListening(g, proxyAddr, admin)
 		if lastErr == nil {
-			if o.cpu >= 0 {
-				_ = pinProcess(g.pid, o.cpu)
-			}
-			g.cpus = allowedCPUs(g.pid)
+			g.listening(o.cpu)
 			return g, proxyAddr, admin, nil
 		}
 		g.stop()

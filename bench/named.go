@@ -26,8 +26,10 @@ import (
 // certificate for names under bench.test, a DNS server in this process that
 // resolves them, and load loops that address the upstream by host:port
 // (a name the gateway resolves), not by the IP literal the other scenarios use.
+// The soak uses loopbackDNS too, and connect, newtunnel and download
+// (scenarios.go) the load loops, with a hostTarget for the IP literal.
 
-// Names of the mitm and transparent scenarios. namedDNS answers dnsTestHost
+// Names of the mitm and transparent scenarios. startNamedDNS answers dnsTestHost
 // with dnsTestAddr (a documentation address, public for the address policy,
 // so the sandbox's DNS server answers it) and every other name under
 // bench.test with 127.0.0.1.
@@ -62,16 +64,7 @@ func startNamedUpstream(pemPath string, bodySize int) (*namedUpstream, error) {
 	if err := os.WriteFile(pemPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o600); err != nil {
 		return nil, err
 	}
-	u := &upstream{small: make([]byte, bodySize), pattern: make([]byte, patternSize)}
-	for i := range u.small {
-		u.small[i] = 'a' + byte(i%26)
-	}
-	for i := range u.pattern {
-		u.pattern[i] = byte(i * 7)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/small", u.serveSmall)
-	mux.HandleFunc("/download", u.serveDownload)
+	u, mux := newUpstream(bodySize)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -89,22 +82,46 @@ func startNamedUpstream(pemPath string, bodySize int) (*namedUpstream, error) {
 	return &namedUpstream{upstream: u, addr: netip.MustParseAddrPort(l.Addr().String()), pool: pool, pemPath: pemPath}, nil
 }
 
-// namedDNS is the gateway's upstream resolver (network.dns.servers): A for
-// names under bench.test (dnsTestHost: dnsTestAddr, others 127.0.0.1), no
-// AAAA, NXDOMAIN for anything else. It counts the queries it gets: they run
-// on the bench core, so a figure that makes them says how many.
-type namedDNS struct {
-	addr     string
-	servers  []*dns.Server
-	queries  atomic.Int64
-	shutdown sync.Once
+// loopbackDNS is a DNS server in this process, UDP and TCP on one loopback
+// port: A queries for the names lookup knows get its address, other types
+// for them no answer, anything else NXDOMAIN. It counts the queries it gets
+// (they run on the bench core, so a figure that makes them says how many),
+// and apart those for the watched name.
+type loopbackDNS struct {
+	addr    string
+	servers []*dns.Server
+	// lookup gets the question's name lower-cased, fully qualified; nil:
+	// NXDOMAIN.
+	lookup         func(name string) net.IP
+	watch          string // fully qualified; "" watches nothing
+	queries        atomic.Int64
+	watchedQueries atomic.Int64 // queries for watch
+	shutdown       sync.Once
 }
 
-func startNamedDNS() (*namedDNS, error) {
-	s := &namedDNS{}
+// startNamedDNS is the gateway's upstream resolver in the mitm and
+// transparent scenarios (network.dns.servers): A for names under bench.test
+// (dnsTestHost: dnsTestAddr, others 127.0.0.1), no AAAA, NXDOMAIN for
+// anything else.
+func startNamedDNS() (*loopbackDNS, error) {
+	return startLoopbackDNS("", func(name string) net.IP {
+		switch {
+		case !strings.HasSuffix(name, ".bench.test."):
+			return nil
+		case name == dns.Fqdn(dnsTestHost):
+			return net.ParseIP(dnsTestAddr)
+		}
+		return net.IPv4(127, 0, 0, 1)
+	})
+}
+
+func startLoopbackDNS(watch string, lookup func(name string) net.IP) (*loopbackDNS, error) {
+	s := &loopbackDNS{lookup: lookup, watch: watch}
 	var pc net.PacketConn
 	var tl net.Listener
 	var err error
+	// TCP first: after a soak, thousands of loopback TCP ports are in use or
+	// in TIME_WAIT, UDP ports are not; then UDP on the same port.
 	for attempt := 0; attempt < 20; attempt++ {
 		if tl, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			return nil, err
@@ -126,32 +143,30 @@ func startNamedDNS() (*namedDNS, error) {
 	return s, nil
 }
 
-func (s *namedDNS) serve(w dns.ResponseWriter, req *dns.Msg) {
+func (s *loopbackDNS) serve(w dns.ResponseWriter, req *dns.Msg) {
 	s.queries.Add(1)
+	if s.watch != "" && len(req.Question) > 0 && strings.EqualFold(req.Question[0].Name, s.watch) {
+		s.watchedQueries.Add(1)
+	}
 	m := new(dns.Msg)
 	m.SetReply(req)
 	m.Authoritative = true
-	name := ""
+	var ip net.IP
 	if len(req.Question) == 1 {
-		name = strings.ToLower(req.Question[0].Name)
+		ip = s.lookup(strings.ToLower(req.Question[0].Name))
 	}
-	switch {
-	case name == "" || !strings.HasSuffix(name, ".bench.test."):
+	if ip == nil {
 		m.Rcode = dns.RcodeNameError
-	case req.Question[0].Qtype == dns.TypeA:
-		ip := net.IPv4(127, 0, 0, 1)
-		if name == dns.Fqdn(dnsTestHost) {
-			ip = net.ParseIP(dnsTestAddr)
-		}
+	} else if q := req.Question[0]; q.Qtype == dns.TypeA {
 		m.Answer = append(m.Answer, &dns.A{
-			Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
+			Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
 			A:   ip,
 		})
 	}
 	_ = w.WriteMsg(m)
 }
 
-func (s *namedDNS) close() {
+func (s *loopbackDNS) close() {
 	s.shutdown.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -202,8 +217,8 @@ func tlsNewConnLoad(t hostTarget, cfg loadConfig) measurement {
 	})
 }
 
-// tlsDownload is download (scenarios.go) for a hostTarget: one TLS
-// connection, a warm-up of up to 32 MiB, then size bytes read and discarded.
+// tlsDownload: one TLS connection, a warm-up of up to 32 MiB, then one
+// response of size bytes, read and discarded; throughput in MiB/s.
 func tlsDownload(t hostTarget, size int64, timeout time.Duration) measurement {
 	var m measurement
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

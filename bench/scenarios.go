@@ -4,10 +4,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -247,82 +245,28 @@ func forwardKeepAlive(t target, cfg loadConfig) measurement {
 	})
 }
 
+// tlsHost is t's TLS listener as a hostTarget (named.go), addressed by its
+// IP literal.
+func (t target) tlsHost() hostTarget {
+	return hostTarget{gw: t.gw, addr: t.u.tlsAddr.String(), gwPID: t.gwPID, tls: t.u.clientTLS}
+}
+
 // connectKeepAlive: each client holds one TLS connection (through a CONNECT
 // tunnel, or direct) and sends sequential requests on it.
 func connectKeepAlive(t target, cfg loadConfig) measurement {
-	host := t.u.tlsAddr.String()
-	req := getRequest(host, "/small", false)
-	cfg.gwPID = t.gwPID
-	return runLoad(cfg, func(ctx context.Context, deadline time.Time) (session, error) {
-		tc, err := dialTLS(ctx, t.gw, host, t.u.clientTLS)
-		if err != nil {
-			return nil, err
-		}
-		tc.SetDeadline(deadline)
-		return keepAlive{newConn(tc, req)}, nil
-	})
+	return tlsKeepAliveLoad(t.tlsHost(), cfg)
 }
 
 // newTunnelPerRequest: TCP connect + CONNECT + full TLS handshake + one
 // request + close, per request; direct is TCP + TLS + request + close.
 func newTunnelPerRequest(t target, cfg loadConfig) measurement {
-	host := t.u.tlsAddr.String()
-	req := getRequest(host, "/small", false)
-	cfg.gwPID = t.gwPID
-	return runLoad(cfg, func(ctx context.Context, deadline time.Time) (session, error) {
-		return oneShot{ctx: ctx, deadline: deadline, open: func(ctx context.Context) (*conn, error) {
-			tc, err := dialTLS(ctx, t.gw, host, t.u.clientTLS)
-			if err != nil {
-				return nil, err
-			}
-			return newConn(tc, req), nil
-		}}, nil
-	})
+	return tlsNewConnLoad(t.tlsHost(), cfg)
 }
 
 // download: one TLS connection, a warm-up of up to 32 MiB, then one response
 // of size bytes, read and discarded; throughput in MiB/s.
 func download(t target, size int64, timeout time.Duration) measurement {
-	var m measurement
-	host := t.u.tlsAddr.String()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	fail := func(err error) measurement {
-		m.Errors++
-		m.FirstError = err.Error()
-		return m
-	}
-	tc, err := dialTLS(ctx, t.gw, host, t.u.clientTLS)
-	if err != nil {
-		return fail(err)
-	}
-	defer tc.Close()
-	if d, ok := ctx.Deadline(); ok {
-		tc.SetDeadline(d)
-	}
-	k := newConn(tc, nil)
-	k.buf = make([]byte, 256<<10)
-	get := func(n int64) error {
-		k.req = getRequest(host, "/download?n="+strconv.FormatInt(n, 10), false)
-		got, err := k.roundTrip()
-		if err == nil && got != n {
-			err = fmt.Errorf("downloaded %d of %d bytes", got, n)
-		}
-		return err
-	}
-	if err := get(min(size, 32<<20)); err != nil {
-		return fail(err)
-	}
-	s0 := snapCPU(t.gwPID)
-	if err := get(size); err != nil {
-		return fail(err)
-	}
-	s1 := snapCPU(t.gwPID)
-	el := s1.at.Sub(s0.at).Seconds()
-	m.Requests, m.Bytes, m.Seconds = 1, size, el
-	m.MiBps = float64(size) / (1 << 20) / el
-	s0.fill(s1, &m)
-	return m
+	return tlsDownload(t.tlsHost(), size, timeout)
 }
 
 // idleResult is the idle-tunnel memory figure.

@@ -5,7 +5,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -180,7 +179,7 @@ type soakEnv struct {
 	proxy     string
 	admin     string
 	up        *soakUpstream
-	dns       *soakDNS
+	dns       *loopbackDNS
 	cfgPath   string
 	caDir     string
 	plainTLS  *tls.Config
@@ -392,20 +391,8 @@ func startSoakGateway(o soakOptions, cfgPath, upstream string, env []string) (*g
 	cmd.Env = env
 	cmd.Stderr = f
 	g := &gateway{cmd: cmd, done: make(chan struct{}), stderr: logPath}
-	start := cmd.Start
-	if o.cpu >= 0 {
-		start = func() error { return withThreadAffinity(o.cpu, cmd.Start) }
-	}
-	if err := start(); err != nil {
+	if err := g.launch(o.cpu); err != nil {
 		return nil, "", "", err
-	}
-	g.pid = cmd.Process.Pid
-	go func() { g.err = cmd.Wait(); close(g.done) }()
-	if o.cpu >= 0 {
-		if err := pinProcess(g.pid, o.cpu); err != nil {
-			g.stop()
-			return nil, "", "", err
-		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -415,10 +402,7 @@ func startSoakGateway(o soakOptions, cfgPath, upstream string, env []string) (*g
 				return nil, "", "", fmt.Errorf("gateway listening line without proxy/admin (%q, %q)", proxy, admin)
 			}
 			g.addr = proxy
-			if o.cpu >= 0 {
-				_ = pinProcess(g.pid, o.cpu)
-			}
-			g.cpus = allowedCPUs(g.pid)
+			g.listening(o.cpu)
 			return g, proxy, admin, nil
 		}
 		if err := g.alive(); err != nil {
@@ -470,7 +454,7 @@ func (e *soakEnv) run(n int, reloading bool) (soakRun, measurement) {
 	r := soakRun{Reloading: reloading, ErrorKinds: map[string]int64{}, FirstErrors: map[string]string{}}
 	start := time.Now()
 	hardEnd := start.Add(e.o.runTimeout)
-	tok0, bad0, q0, dq0 := e.up.tokenOK.Load(), e.up.tokenBad.Load(), e.dns.queries.Load(), e.dns.deniedQueries.Load()
+	tok0, bad0, q0, dq0 := e.up.tokenOK.Load(), e.up.tokenBad.Load(), e.dns.queries.Load(), e.dns.watchedQueries.Load()
 	snap0 := snapCPU(e.g.pid)
 
 	var (
@@ -593,7 +577,7 @@ func (e *soakEnv) run(n int, reloading bool) (soakRun, measurement) {
 	r.UpstreamTokenOK = e.up.tokenOK.Load() - tok0
 	r.UpstreamTokenBad = e.up.tokenBad.Load() - bad0
 	r.DNSQueries = e.dns.queries.Load() - q0
-	r.DeniedLookups = e.dns.deniedQueries.Load() - dq0
+	r.DeniedLookups = e.dns.watchedQueries.Load() - dq0
 	if len(r.ErrorKinds) == 0 {
 		r.ErrorKinds, r.FirstErrors = nil, nil
 	}
@@ -975,75 +959,18 @@ func startSoakUpstream(pemPath string) (*soakUpstream, error) {
 
 func (u *soakUpstream) close() { u.srv.Close() }
 
-// soakDNS answers A queries for its names with 127.0.0.1, AAAA with no
-// answer, anything else with NXDOMAIN; UDP and TCP on one loopback port.
-type soakDNS struct {
-	addr    string
-	servers []*dns.Server
-	names   map[string]bool
-	queries atomic.Int64
-	// queries for soakDeniedHost
-	deniedQueries atomic.Int64
-	shutdown      sync.Once
-}
-
-func startSoakDNS(names ...string) (*soakDNS, error) {
-	s := &soakDNS{names: map[string]bool{}}
+// startSoakDNS answers A queries for names with 127.0.0.1, AAAA with no
+// answer, anything else with NXDOMAIN, and watches soakDeniedHost.
+func startSoakDNS(names ...string) (*loopbackDNS, error) {
+	known := map[string]bool{}
 	for _, n := range names {
-		s.names[dns.Fqdn(n)] = true
+		known[dns.Fqdn(n)] = true
 	}
-	var pc net.PacketConn
-	var tl net.Listener
-	var err error
-	// TCP first: after a soak, thousands of loopback TCP ports are in use or
-	// in TIME_WAIT, UDP ports are not; then UDP on the same port.
-	for attempt := 0; attempt < 20; attempt++ {
-		if tl, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			return nil, err
+	return startLoopbackDNS(dns.Fqdn(soakDeniedHost), func(name string) net.IP {
+		if !known[name] {
+			return nil
 		}
-		if pc, err = net.ListenPacket("udp", tl.Addr().String()); err == nil {
-			break
-		}
-		tl.Close()
-	}
-	if err != nil {
-		return nil, err
-	}
-	s.addr = pc.LocalAddr().String()
-	h := dns.HandlerFunc(s.serve)
-	s.servers = []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: tl, Handler: h}}
-	for _, srv := range s.servers {
-		go srv.ActivateAndServe() //nolint:errcheck // ends at Shutdown
-	}
-	return s, nil
-}
-
-func (s *soakDNS) serve(w dns.ResponseWriter, req *dns.Msg) {
-	s.queries.Add(1)
-	if len(req.Question) > 0 && strings.EqualFold(req.Question[0].Name, dns.Fqdn(soakDeniedHost)) {
-		s.deniedQueries.Add(1)
-	}
-	m := new(dns.Msg)
-	m.SetReply(req)
-	m.Authoritative = true
-	if len(req.Question) != 1 || !s.names[strings.ToLower(req.Question[0].Name)] {
-		m.Rcode = dns.RcodeNameError
-	} else if q := req.Question[0]; q.Qtype == dns.TypeA {
-		m.Answer = append(m.Answer, &dns.A{
-			Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
-			A:   net.IPv4(127, 0, 0, 1),
-		})
-	}
-	_ = w.WriteMsg(m)
-}
-
-func (s *soakDNS) close() {
-	s.shutdown.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		for _, srv := range s.servers {
-			_ = srv.ShutdownContext(ctx)
-		}
+		return net.IPv4(127, 0, 0, 1)
 	})
 }
 

@@ -48,7 +48,7 @@ type tpOptions struct {
 	maxOther   float64
 	dnsQueries int
 	up         *namedUpstream
-	dns        *namedDNS
+	dns        *loopbackDNS
 	progress   io.Writer
 }
 

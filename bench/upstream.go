@@ -37,25 +37,13 @@ func startUpstream(bodySize int) (*upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{
-		small:   make([]byte, bodySize),
-		pattern: make([]byte, patternSize),
-		clientTLS: &tls.Config{
-			RootCAs:    pool,
-			ServerName: "127.0.0.1", // an IP literal: verified against the IP SAN, no SNI sent
-			MinVersion: tls.VersionTLS12,
-			// No ClientSessionCache: every new connection is a full handshake.
-		},
+	u, mux := newUpstream(bodySize)
+	u.clientTLS = &tls.Config{
+		RootCAs:    pool,
+		ServerName: "127.0.0.1", // an IP literal: verified against the IP SAN, no SNI sent
+		MinVersion: tls.VersionTLS12,
+		// No ClientSessionCache: every new connection is a full handshake.
 	}
-	for i := range u.small {
-		u.small[i] = 'a' + byte(i%26)
-	}
-	for i := range u.pattern {
-		u.pattern[i] = byte(i * 7)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/small", u.serveSmall)
-	mux.HandleFunc("/download", u.serveDownload)
 
 	newServer := func() *http.Server {
 		return &http.Server{
@@ -83,6 +71,22 @@ func startUpstream(bodySize int) (*upstream, error) {
 	u.httpAddr = netip.MustParseAddrPort(hl.Addr().String())
 	u.tlsAddr = netip.MustParseAddrPort(tl.Addr().String())
 	return u, nil
+}
+
+// newUpstream is an upstream without listeners yet: its bodies, and a mux
+// serving /small and /download from them.
+func newUpstream(bodySize int) (*upstream, *http.ServeMux) {
+	u := &upstream{small: make([]byte, bodySize), pattern: make([]byte, patternSize)}
+	for i := range u.small {
+		u.small[i] = 'a' + byte(i%26)
+	}
+	for i := range u.pattern {
+		u.pattern[i] = byte(i * 7)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/small", u.serveSmall)
+	mux.HandleFunc("/download", u.serveDownload)
+	return u, mux
 }
 
 func (u *upstream) close() {
