@@ -68,6 +68,11 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	// Before anything serves: a SIGHUP must never hit the default action
+	// (terminate) once the gateway is up.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	ls, err := openListeners(cfg, *redirect)
 	if err != nil {
@@ -113,15 +118,13 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		Str("config", cfg.File).Int("allowlist_entries", len(cfg.Allowlist.Entries())).Str("version", gatewayVersion()).
 		Msg("gateway listening")
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	var failed error
 	for running := true; running; {
 		select {
 		case err := <-serveErr:
 			if err != nil {
 				logger.Error().Err(err).Msg("a listener failed; shutting down")
-				running = false
+				failed, running = err, false
 			}
 		case <-hup:
 			_, _ = g.reload(ctx)
@@ -141,6 +144,9 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	_ = g.dns.Shutdown(sctx)
 	if err := g.proxy.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if failed != nil {
+		return fmt.Errorf("serving: %w", failed)
 	}
 	logger.Info().Msg("stopped")
 	return nil
