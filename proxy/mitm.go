@@ -233,18 +233,7 @@ func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err 
 // transparent listener) with net/http's server and our limits, and returns
 // when the connection is closed.
 func (s *Server) serveHTTPConn(c net.Conn, h http.Handler) {
-	inner := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: s.timeouts.ReadHeader,
-		IdleTimeout:       s.timeouts.Idle,
-		MaxHeaderBytes:    s.maxHdr,
-		ErrorLog:          newStdLogger(s.log),
-		// As on the explicit listener: a transparent plain-HTTP connection
-		// (a framingConn) keeps its own upstream connection.
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return context.WithValue(ctx, connKey{}, c)
-		},
-	}
+	inner := s.newHTTPServer(h)
 	ln := newOneConnListener(c)
 	inner.ConnState = ln.connState
 	_ = inner.Serve(ln)

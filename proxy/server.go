@@ -188,8 +188,18 @@ func New(o Options) (*Server, error) {
 		ForceAttemptHTTP2:  false,
 	}
 	s.forwarder = s.newForwarder()
-	s.http = &http.Server{
-		Handler:           s,
+	s.http = s.newHTTPServer(s)
+	return s, nil
+}
+
+// newHTTPServer is net/http's server with our limits, for the explicit
+// listener and for the connections we serve one by one (intercepted
+// tunnels, transparent plain HTTP). The request context carries the
+// client connection, so that a framingConn keeps its own upstream
+// connection (roundTripDirect) and its framing verdict.
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: s.timeouts.ReadHeader,
 		IdleTimeout:       s.timeouts.Idle,
 		MaxHeaderBytes:    s.maxHdr,
@@ -198,7 +208,6 @@ func New(o Options) (*Server, error) {
 			return context.WithValue(ctx, connKey{}, c)
 		},
 	}
-	return s, nil
 }
 
 // SetPolicy swaps in a new policy for requests that start from now on;
