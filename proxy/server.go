@@ -165,11 +165,12 @@ type Server struct {
 	leaves    *ca.LeafCache
 	roots     *x509.CertPool
 	transport *http.Transport // for Options.Timeouts; see transports
+	forwarder *goproxy.ProxyHttpServer
+	http      *http.Server
+
 	// transports holds the forwarding transports of other timeouts (a
 	// policy's or an entry's).
 	transports transportSet
-	forwarder  *goproxy.ProxyHttpServer
-	http       *http.Server
 
 	// hijacked tracks CONNECT connections, which http.Server.Shutdown does
 	// not see once they are hijacked; Shutdown waits for them, then closes them.
