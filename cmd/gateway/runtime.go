@@ -120,6 +120,7 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 		Resolver:   resolver,
 		Logger:     logger,
 		OnDecision: g.dnsDecision,
+		Timeout:    cfg.Timeouts.Resolve,
 	})
 	g.cfg.Store(cfg)
 	g.generation.Store(1)
@@ -139,9 +140,21 @@ func (g *gateway) policy(cfg *config.Config) (*proxy.Policy, error) {
 	}
 	entries := make([]proxy.EntryRules, len(cfg.Entries))
 	for i, e := range cfg.Entries {
-		entries[i] = proxy.EntryRules{Transform: e.Transform, AllowPlaintext: e.AllowPlaintext}
+		entries[i] = proxy.EntryRules{Transform: e.Transform, AllowPlaintext: e.AllowPlaintext, ResponseHeaderTimeout: e.ResponseHeaderTimeout}
 	}
-	return &proxy.Policy{Allowlist: cfg.Allowlist, Addrs: addrs, Entries: entries}, nil
+	return &proxy.Policy{Allowlist: cfg.Allowlist, Addrs: addrs, Entries: entries, Timeouts: proxyTimeouts(cfg.Timeouts)}, nil
+}
+
+// proxyTimeouts are the config's timeouts for the proxy's policy, so that
+// a reload applies them to new requests and tunnels.
+func proxyTimeouts(t config.Timeouts) proxy.Timeouts {
+	return proxy.Timeouts{
+		Resolve:        t.Resolve,
+		Dial:           t.Dial,
+		TLSHandshake:   t.TLSHandshake,
+		ResponseHeader: t.ResponseHeader,
+		TunnelIdle:     t.TunnelIdle,
+	}
 }
 
 // reload builds and validates the whole new config, then swaps it in:
@@ -206,6 +219,9 @@ func restartOnly(old, cur *config.Config) []string {
 	check("limits", old.MaxConnections != cur.MaxConnections || old.MaxConnectionsPerClient != cur.MaxConnectionsPerClient ||
 		old.ShutdownGrace != cur.ShutdownGrace)
 	check("log.level", old.LogLevel != cur.LogLevel)
+	// The proxy's lookups take a new timeouts.resolve at once; the DNS
+	// server's are bounded by the one it started with.
+	check("timeouts.resolve (for the sandbox's DNS server)", old.Timeouts.Resolve != cur.Timeouts.Resolve)
 	return changed
 }
 
