@@ -97,3 +97,16 @@ func TestReloadAppliesTimeouts(t *testing.T) {
 		t.Fatalf("llm.example.com with its 5s response_header: %d %q %v, want 200", r.code, r.body, r.err)
 	}
 }
+
+func TestCheckShowsTimeouts(t *testing.T) {
+	out, _, code := runCLI(t, "check", "--config", "../../config/testdata/timeouts.yaml")
+	for _, want := range []string{
+		"llm.example.com (exact, response_header 10m0s)",
+		"dns.denied     sinkhole",
+		"timeouts       resolve 2s, dial 3s, tls_handshake 4s, response_header 1m30s, tunnel_idle 1h0m0s",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("check: code %d, output lacks %q:\n%s", code, want, out)
+		}
+	}
+}
