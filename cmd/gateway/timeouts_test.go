@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/config"
 )
 
 // TestReloadAppliesTimeouts: `gateway serve` starts with the default
@@ -107,6 +110,26 @@ func TestCheckShowsTimeouts(t *testing.T) {
 	} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("check: code %d, output lacks %q:\n%s", code, want, out)
+		}
+	}
+}
+
+func TestConfigViewShowsTimeouts(t *testing.T) {
+	cfg, err := config.Load("../../config/testdata/timeouts.yaml", config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(newConfigView(cfg, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`"dns_denied":"sinkhole"`,
+		`"timeouts":{"dial":"3s","resolve":"2s","response_header":"1m30s","tls_handshake":"4s","tunnel_idle":"1h0m0s"}`,
+		`{"domain":"llm.example.com","kind":"exact","timeouts":{"response_header":"10m0s"}}`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/v1/config lacks %s:\n%s", want, b)
 		}
 	}
 }
