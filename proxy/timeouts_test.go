@@ -197,3 +197,32 @@ func TestTransportSet(t *testing.T) {
 		t.Error("reset must forget the clones (their connections were judged under the old policy)")
 	}
 }
+
+// expectContinue sends every request with "Expect: 100-continue", which
+// takes the forwarding path's http.Transport instead of the client
+// connection's own upstream connection.
+type expectContinue struct{ http.RoundTripper }
+
+func (e expectContinue) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Expect", "100-continue")
+	return e.RoundTripper.RoundTrip(r)
+}
+
+// TestResponseHeaderTimeoutPerEntryTransport: the same on the forwarding
+// path that goes through an http.Transport (whose timeouts are fixed per
+// transport).
+func TestResponseHeaderTimeoutPerEntryTransport(t *testing.T) {
+	up := newGatedUpstream()
+	origin := newUpstream(t, false, up.serve)
+	gw := startGateway(t, gatewayConfig{
+		allow:    []string{"quick.test", "patient.test"},
+		exempt:   []string{origin.hostPort()},
+		names:    map[string][]string{"quick.test": {"127.0.0.1"}, "patient.test": {"127.0.0.1"}},
+		entries:  []EntryRules{{}, {ResponseHeaderTimeout: longTimeout}},
+		timeouts: Timeouts{ResponseHeader: shortTimeout},
+	})
+	c := gw.client(t, nil)
+	c.Transport = expectContinue{c.Transport}
+	checkSlowAnswers(t, c, up, "http://patient.test:"+origin.port()+"/patient", "http://quick.test:"+origin.port()+"/quick")
+}
