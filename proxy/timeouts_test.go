@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -225,4 +226,55 @@ func TestResponseHeaderTimeoutPerEntryTransport(t *testing.T) {
 	c := gw.client(t, nil)
 	c.Transport = expectContinue{c.Transport}
 	checkSlowAnswers(t, c, up, "http://patient.test:"+origin.port()+"/patient", "http://quick.test:"+origin.port()+"/quick")
+}
+
+// TestTLSHandshakeTimeoutFromReload: an intercepted host whose upstream
+// accepts TCP but never answers the TLS handshake gets 504 after the
+// policy's tls_handshake, long before the default (10s) — and before the
+// client's own 5s timeout.
+func TestTLSHandshakeTimeoutFromReload(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		held []net.Conn // never a byte back
+	)
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		silent.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	env := newMITMEnv(t, nil, func(gc *gatewayConfig) {
+		gc.exempt = append(gc.exempt, silent.Addr().String())
+	})
+	p := *env.gw.srv.Policy()
+	p.Timeouts = Timeouts{TLSHandshake: shortTimeout}
+	if err := env.gw.srv.SetPolicy(&p); err != nil {
+		t.Fatal(err)
+	}
+	c := env.client(t)
+	c.Timeout = longTimeout
+	_, port, _ := net.SplitHostPort(silent.Addr().String())
+	resp, err := c.Get("https://telemetry.example.com:" + port + "/")
+	if err != nil {
+		t.Fatalf("no answer from the gateway: %v", err)
+	}
+	denialOf(t, resp, http.StatusGatewayTimeout, CodeUpstreamTimeout)
+	env.assertNoCanary(t)
 }
