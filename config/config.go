@@ -58,6 +58,11 @@ type Config struct {
 	AllowCIDRs []netip.Prefix
 	// DNSServers are the resolvers to use; empty means the system resolver.
 	DNSServers []netip.AddrPort
+	// DNSDenied is how the sandbox's DNS server answers a name the policy
+	// denies: DNSDeniedRefuse or DNSDeniedSinkhole (network.dns.denied).
+	DNSDenied string
+	// Timeouts bound the gateway's waits on upstreams; every field is set.
+	Timeouts Timeouts
 	// Entries holds, by allowlist index, what each entry adds.
 	Entries []Entry
 	// UpstreamCAFile adds roots for verifying upstream TLS; may be empty.
@@ -75,6 +80,9 @@ type Entry struct {
 	Transform *transform.Rules
 	// AllowPlaintext lets the transform apply to plain HTTP.
 	AllowPlaintext bool
+	// ResponseHeaderTimeout replaces Timeouts.ResponseHeader for this
+	// entry; 0: the top-level one.
+	ResponseHeaderTimeout time.Duration
 }
 
 // HasTransforms reports whether any entry injects headers (and so the
@@ -136,6 +144,8 @@ func Parse(file string, data []byte, opts Options) (*Config, error) {
 	c.compileListen(fc.Listen, r)
 	c.compileNetwork(fc.Network, r)
 	c.compileEntries(fc.Network.Allowlist, opts.Transform, r)
+	c.compileTimeouts(fc.Timeouts, fc.Network.Allowlist, r)
+	c.compileDNSDenied(fc.Network.DNS.Denied, r)
 	c.UpstreamCAFile = relativeTo(opts.Transform.Dir, fc.Upstream.CAFile)
 	c.compileCA(fc.CA, opts.Transform.Dir, r)
 	c.compileLimits(fc.Limits, fc.Admin, opts.Transform.Dir, r)

@@ -12,6 +12,7 @@ type fileConfig struct {
 	CA       fileCA       `yaml:"ca"`
 	Admin    fileAdmin    `yaml:"admin"`
 	Limits   fileLimits   `yaml:"limits"`
+	Timeouts fileTimeouts `yaml:"timeouts"`
 	Log      fileLog      `yaml:"log"`
 }
 
@@ -49,10 +50,26 @@ type fileEntry struct {
 	// node for its lines and order.
 	Transform      yaml.Node `yaml:"transform"`
 	AllowPlaintext bool      `yaml:"allow_plaintext"`
+	// Timeouts override the top-level ones for this entry.
+	Timeouts fileEntryTimeouts `yaml:"timeouts"`
+}
+
+// fileTimeouts are Go duration strings ("90s", "5m"); "" keeps the default.
+type fileTimeouts struct {
+	Resolve        string `yaml:"resolve"`
+	Dial           string `yaml:"dial"`
+	TLSHandshake   string `yaml:"tls_handshake"`
+	ResponseHeader string `yaml:"response_header"`
+	TunnelIdle     string `yaml:"tunnel_idle"`
+}
+
+type fileEntryTimeouts struct {
+	ResponseHeader string `yaml:"response_header"`
 }
 
 type fileDNS struct {
 	Servers []string `yaml:"servers"`
+	Denied  string   `yaml:"denied"`
 }
 
 type fileUpstream struct {

@@ -89,12 +89,14 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 }
 
 // admission is what an allowed target carries into its tunnel: the policy
-// generation it was judged by, the verdict, and the judged addresses.
+// generation it was judged by, the verdict, the judged addresses, and the
+// timeouts of its entry.
 type admission struct {
-	policy  *Policy
-	verdict allowlist.Verdict
-	dest    Target
-	guard   Guard
+	policy   *Policy
+	verdict  allowlist.Verdict
+	dest     Target
+	guard    Guard
+	timeouts Timeouts
 }
 
 // admit judges a target against the current policy and resolves and judges
@@ -108,13 +110,13 @@ func (s *Server) admit(ctx context.Context, t target, d *decision) (admission, *
 	if den != nil {
 		return admission{}, den
 	}
-	g := *s.guard
-	g.Addrs = p.Addrs
+	tm := s.timeoutsFor(p, p.rules(v))
+	g := s.guardFor(p, tm)
 	dest, err := g.Resolve(ctx, t.host, t.ip, t.port)
 	if err != nil {
 		return admission{}, classifyUpstream(err, t.host)
 	}
-	return admission{policy: p, verdict: v, dest: dest, guard: g}, nil
+	return admission{policy: p, verdict: v, dest: dest, guard: g, timeouts: tm}, nil
 }
 
 // openTunnel finishes an admitted TLS connection whose ClientHello has been
@@ -128,11 +130,11 @@ func (s *Server) openTunnel(ss *session, helloBytes []byte, t target, adm admiss
 	if rules := adm.policy.rules(adm.verdict); rules.Transform != nil {
 		// Intercepted requests outlive no context of ours: the session ends
 		// when the client or Shutdown closes the connection.
-		s.serveMITM(context.Background(), &replayConn{Conn: ss.client, replay: helloBytes}, t, adm.dest, rules, adm.guard, d)
+		s.serveMITM(context.Background(), &replayConn{Conn: ss.client, replay: helloBytes}, t, adm.dest, rules, adm.guard, adm.timeouts, d)
 		ss.end()
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeouts.Dial)
+	ctx, cancel := context.WithTimeout(context.Background(), adm.timeouts.Dial)
 	upstream, err := adm.guard.Dial(ctx, adm.dest)
 	cancel()
 	if err != nil {
@@ -150,7 +152,7 @@ func (s *Server) openTunnel(ss *session, helloBytes []byte, t target, adm admiss
 	}
 	d.addIn(int64(len(helloBytes)))
 	go func() {
-		s.relay(ss.client, upstream, d)
+		s.relay(ss.client, upstream, d, adm.timeouts.TunnelIdle)
 		upstream.Close()
 		ss.end()
 	}()

@@ -54,22 +54,24 @@ func directEligible(r *http.Request) (*framingConn, bool) {
 }
 
 // roundTripDirect sends a plain-HTTP request over the client connection's
-// upstream connection, dialled through the guard.
-func (s *Server) roundTripDirect(fc *framingConn, r *http.Request, d *decision) (*http.Response, error) {
+// upstream connection, dialled through the guard, and waits responseHeader
+// for the answer.
+func (s *Server) roundTripDirect(fc *framingConn, r *http.Request, responseHeader time.Duration, d *decision) (*http.Response, error) {
 	p := policyFrom(r.Context(), s)
 	addr := r.URL.Host
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(trimBrackets(addr), "80")
 	}
 	dial := func(ctx context.Context) (net.Conn, error) { return s.dialUpstream(ctx, "tcp", addr) }
-	return s.roundTripSlot(&fc.upstream, addr, p, dial, r, d)
+	return s.roundTripSlot(&fc.upstream, addr, p, dial, responseHeader, r, d)
 }
 
 // roundTripSlot sends r over the slot's connection, dialling one when there
 // is none for key and policy. A request without a body is retried once on a
 // fresh connection when a reused one turns out to be closed (an idle
-// keep-alive connection the upstream timed out).
-func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *Policy, dial func(context.Context) (net.Conn, error), r *http.Request, d *decision) (*http.Response, error) {
+// keep-alive connection the upstream timed out). The upstream has
+// responseHeader to start its answer.
+func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *Policy, dial func(context.Context) (net.Conn, error), responseHeader time.Duration, r *http.Request, d *decision) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		uc := sl.conn.Load()
 		reused := uc != nil && uc.key == key && uc.policy == p
@@ -84,7 +86,7 @@ func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *Policy, dial fun
 			sl.conn.Store(uc)
 		}
 		d.setUpstream(uc.conn)
-		resp, err := s.exchange(uc, r)
+		resp, err := exchange(uc, r, responseHeader)
 		if err == nil {
 			resp.Body = &directBody{ReadCloser: resp.Body, slot: sl, uc: uc, keep: !resp.Close && !r.Close}
 			return resp, nil
@@ -97,15 +99,15 @@ func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *Policy, dial fun
 }
 
 // exchange writes one request and reads its response header, skipping
-// informational (1xx) answers.
-func (s *Server) exchange(uc *upstreamConn, r *http.Request) (*http.Response, error) {
+// informational (1xx) answers, within responseHeader.
+func exchange(uc *upstreamConn, r *http.Request, responseHeader time.Duration) (*http.Response, error) {
 	if err := r.Write(uc.bw); err != nil {
 		return nil, err
 	}
 	if err := uc.bw.Flush(); err != nil {
 		return nil, err
 	}
-	_ = uc.conn.SetReadDeadline(time.Now().Add(s.timeouts.ResponseHeader))
+	_ = uc.conn.SetReadDeadline(time.Now().Add(responseHeader))
 	defer func() { _ = uc.conn.SetReadDeadline(time.Time{}) }()
 	for {
 		resp, err := http.ReadResponse(uc.br, r)

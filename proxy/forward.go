@@ -82,6 +82,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	}
 
 	rules := p.rules(v)
+	st.timeouts = s.timeoutsFor(p, rules)
 	// Route by the request target only: the upstream sees Host = the target
 	// authority whatever the client put in its Host header (RFC 9112 §3.2.2),
 	// and no userinfo.
@@ -107,8 +108,9 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 // forwardState is what a forwarded request carries from onRequest to its
 // response (goproxy's ctx.UserData).
 type forwardState struct {
-	d     *decision
-	scrub *transform.Scrubber // nil: no secrets were injected
+	d        *decision
+	scrub    *transform.Scrubber // nil: no secrets were injected
+	timeouts Timeouts            // of the entry and policy it was judged by
 }
 
 // refuse answers a request with a denial and records it.
@@ -128,12 +130,12 @@ func (s *Server) roundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Respon
 		err  error
 	)
 	if fc, ok := directEligible(r); ok {
-		resp, err = s.roundTripDirect(fc, r, st.d)
+		resp, err = s.roundTripDirect(fc, r, st.timeouts.ResponseHeader, st.d)
 	} else {
 		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
 			GotConn: func(info httptrace.GotConnInfo) { st.d.setUpstream(info.Conn) },
 		}))
-		resp, err = s.transport.RoundTrip(r)
+		resp, err = s.transports.get(st.timeouts).RoundTrip(r)
 	}
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
 )
@@ -27,7 +28,7 @@ import (
 // httputil.ReverseProxy rather than goproxy's MITM loop: we need the
 // per-request host binding, the injection and the scrubbing in one place we
 // control, and goproxy's loop would dial with its own transport.
-func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest Target, rules EntryRules, g Guard, tunnel *decision) {
+func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest Target, rules EntryRules, g Guard, tm Timeouts, tunnel *decision) {
 	tunnel.mode = modeMITM
 	tlsConn := tls.Server(client, &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -50,7 +51,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"http/1.1"},
 	}
-	up := &tunnelTransport{s: s, key: net.JoinHostPort(t.host, strconv.Itoa(int(t.port)))}
+	up := &tunnelTransport{s: s, key: net.JoinHostPort(t.host, strconv.Itoa(int(t.port))), responseHeader: tm.ResponseHeader}
 	// The judged addresses, never a fresh lookup of the name; the real
 	// certificate verified before a byte of any request is sent.
 	up.dial = func(ctx context.Context) (net.Conn, error) {
@@ -59,7 +60,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 			return nil, err
 		}
 		tc := tls.Client(conn, tlsConfig)
-		hsCtx, cancel := context.WithTimeout(ctx, s.timeouts.Dial)
+		hsCtx, cancel := context.WithTimeout(ctx, tm.TLSHandshake)
 		defer cancel()
 		if err := tc.HandshakeContext(hsCtx); err != nil {
 			_ = conn.Close()
@@ -72,8 +73,8 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		Proxy:                 nil,
 		DialContext:           func(ctx context.Context, _, _ string) (net.Conn, error) { return g.Dial(ctx, dest) },
 		TLSClientConfig:       tlsConfig,
-		TLSHandshakeTimeout:   s.timeouts.Dial,
-		ResponseHeaderTimeout: s.timeouts.ResponseHeader,
+		TLSHandshakeTimeout:   tm.TLSHandshake,
+		ResponseHeaderTimeout: tm.ResponseHeader,
 		IdleConnTimeout:       s.timeouts.Idle,
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,
@@ -101,11 +102,12 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 // tunnelTransport sends the requests of one intercepted tunnel to its
 // upstream over one keep-alive TLS connection (see upstreamSlot).
 type tunnelTransport struct {
-	s        *Server
-	key      string
-	dial     func(context.Context) (net.Conn, error)
-	slot     upstreamSlot
-	fallback *http.Transport
+	s              *Server
+	key            string
+	responseHeader time.Duration
+	dial           func(context.Context) (net.Conn, error)
+	slot           upstreamSlot
+	fallback       *http.Transport
 }
 
 func (tt *tunnelTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -119,7 +121,7 @@ func (tt *tunnelTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}))
 		return tt.fallback.RoundTrip(r)
 	}
-	return tt.s.roundTripSlot(&tt.slot, tt.key, nil, tt.dial, r, d)
+	return tt.s.roundTripSlot(&tt.slot, tt.key, nil, tt.dial, tt.responseHeader, r, d)
 }
 
 func (tt *tunnelTransport) close() {

@@ -13,33 +13,33 @@ const relayBufSize = 32 << 10
 
 // relay copies both ways between a tunnel's client and upstream until both
 // directions are done, half-closing each side as the other finishes, and
-// counts the bytes. One direction runs on the calling goroutine.
+// counts the bytes. One direction runs on the calling goroutine. A
+// direction with no bytes for idle ends.
 //
 // An idle tunnel holds no copy buffer: each direction borrows one from a
 // pool only while its socket has bytes to read, and gives it back before it
 // waits (see pooledReader). With thousands of idle tunnels this is most of
 // their memory.
-func (s *Server) relay(client, upstream net.Conn, d *decision) {
+func (s *Server) relay(client, upstream net.Conn, d *decision, idle time.Duration) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		d.addOut(s.copyTunnel(client, upstream))
+		d.addOut(s.copyTunnel(client, upstream, idle))
 		// The client may reconnect as soon as it sees our FIN.
 		releaseSlot(client)
 		closeWrite(client)
 	}()
-	d.addIn(s.copyTunnel(upstream, client))
+	d.addIn(s.copyTunnel(upstream, client, idle))
 	closeWrite(upstream)
 	wg.Wait()
 }
 
 // copyTunnel copies src to dst until EOF or an error. A direction with no
-// bytes for TunnelIdle ends (the read deadline is pushed forward as bytes
-// arrive, but at most every TunnelIdle/16, to keep timer updates off the
+// bytes for idle ends (the read deadline is pushed forward as bytes
+// arrive, but at most every idle/16, to keep timer updates off the
 // hot path).
-func (s *Server) copyTunnel(dst, src net.Conn) int64 {
-	idle := s.timeouts.TunnelIdle
+func (s *Server) copyTunnel(dst, src net.Conn, idle time.Duration) int64 {
 	var (
 		total     int64
 		refreshed time.Time

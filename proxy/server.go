@@ -30,6 +30,13 @@ type Policy struct {
 	// Entries holds what each allowlist entry adds, by Entry.Index. It may
 	// be shorter than the allowlist (or nil): missing entries add nothing.
 	Entries []EntryRules
+	// Timeouts bound the upstream side of the requests and tunnels judged
+	// by this policy, so that a reload applies new ones to new requests.
+	// Only the upstream fields are read here (Resolve, Dial, TLSHandshake,
+	// ResponseHeader, TunnelIdle); a zero field keeps Options.Timeouts'.
+	// The client-side ones (ReadHeader, ClientHello, Idle) belong to the
+	// listeners and are read only from Options.Timeouts.
+	Timeouts Timeouts
 }
 
 // EntryRules is what one allowlist entry adds to "allowed".
@@ -41,6 +48,10 @@ type EntryRules struct {
 	// plain HTTP to the entry is refused, so credentials only travel
 	// encrypted.
 	AllowPlaintext bool
+	// ResponseHeaderTimeout, if not zero, replaces the policy's
+	// Timeouts.ResponseHeader for requests to this entry (a slow API that
+	// thinks for minutes before its first byte).
+	ResponseHeaderTimeout time.Duration
 }
 
 // rules returns the entry rules of an allowed verdict.
@@ -66,6 +77,7 @@ func (p *Policy) hasTransforms() bool {
 type Timeouts struct {
 	Resolve        time.Duration // one DNS lookup; 5s
 	Dial           time.Duration // one TCP connect; 10s
+	TLSHandshake   time.Duration // one TLS handshake with an upstream; 10s
 	ReadHeader     time.Duration // a client's request header; 10s
 	ClientHello    time.Duration // a tunnel's TLS ClientHello after 200; 10s
 	ResponseHeader time.Duration // an upstream's response header; 60s
@@ -76,12 +88,41 @@ type Timeouts struct {
 func (t Timeouts) withDefaults() Timeouts {
 	t.Resolve = durationOr(t.Resolve, 5*time.Second)
 	t.Dial = durationOr(t.Dial, 10*time.Second)
+	t.TLSHandshake = durationOr(t.TLSHandshake, 10*time.Second)
 	t.ReadHeader = durationOr(t.ReadHeader, 10*time.Second)
 	t.ClientHello = durationOr(t.ClientHello, 10*time.Second)
 	t.ResponseHeader = durationOr(t.ResponseHeader, 60*time.Second)
 	t.Idle = durationOr(t.Idle, 90*time.Second)
 	t.TunnelIdle = durationOr(t.TunnelIdle, 10*time.Minute)
 	return t
+}
+
+// upstreamOver returns base with the upstream fields that t sets (the ones
+// a Policy may change) replaced.
+func (t Timeouts) upstreamOver(base Timeouts) Timeouts {
+	base.Resolve = durationOr(t.Resolve, base.Resolve)
+	base.Dial = durationOr(t.Dial, base.Dial)
+	base.TLSHandshake = durationOr(t.TLSHandshake, base.TLSHandshake)
+	base.ResponseHeader = durationOr(t.ResponseHeader, base.ResponseHeader)
+	base.TunnelIdle = durationOr(t.TunnelIdle, base.TunnelIdle)
+	return base
+}
+
+// timeoutsFor returns the timeouts of a request or tunnel judged by p to
+// the entry with these rules: the entry's, then the policy's, then the
+// server's.
+func (s *Server) timeoutsFor(p *Policy, rules EntryRules) Timeouts {
+	t := p.Timeouts.upstreamOver(s.timeouts)
+	t.ResponseHeader = durationOr(rules.ResponseHeaderTimeout, t.ResponseHeader)
+	return t
+}
+
+// guardFor is the guard for requests judged by p, with timeouts t.
+func (s *Server) guardFor(p *Policy, t Timeouts) Guard {
+	g := *s.guard
+	g.Addrs = p.Addrs
+	g.ResolveTimeout, g.DialTimeout = t.Resolve, t.Dial
+	return g
 }
 
 // Options configure a Server.
@@ -123,9 +164,13 @@ type Server struct {
 
 	leaves    *ca.LeafCache
 	roots     *x509.CertPool
-	transport *http.Transport
+	transport *http.Transport // for Options.Timeouts; see transports
 	forwarder *goproxy.ProxyHttpServer
 	http      *http.Server
+
+	// transports holds the forwarding transports of other timeouts (a
+	// policy's or an entry's).
+	transports transportSet
 
 	// hijacked tracks CONNECT connections, which http.Server.Shutdown does
 	// not see once they are hijacked; Shutdown waits for them, then closes them.
@@ -177,7 +222,7 @@ func New(o Options) (*Server, error) {
 		Proxy:                 nil,
 		DialContext:           s.dialUpstream,
 		TLSClientConfig:       &tls.Config{RootCAs: o.UpstreamRoots, MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:   s.timeouts.Dial,
+		TLSHandshakeTimeout:   s.timeouts.TLSHandshake,
 		ResponseHeaderTimeout: s.timeouts.ResponseHeader,
 		IdleConnTimeout:       s.timeouts.Idle,
 		MaxIdleConns:          1024,
@@ -187,6 +232,7 @@ func New(o Options) (*Server, error) {
 		DisableCompression: true,
 		ForceAttemptHTTP2:  false,
 	}
+	s.transports = transportSet{base: s.transport}
 	s.forwarder = s.newForwarder()
 	s.http = s.newHTTPServer(s)
 	return s, nil
@@ -218,7 +264,7 @@ func (s *Server) SetPolicy(p *Policy) error {
 	}
 	s.policy.Store(p)
 	// Pooled upstream connections were judged under the old policy.
-	s.transport.CloseIdleConnections()
+	s.transports.reset()
 	return nil
 }
 
@@ -268,7 +314,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err != nil {
 		_ = s.http.Close()
 	}
-	s.transport.CloseIdleConnections()
+	s.transports.reset()
 	return err
 }
 
@@ -298,8 +344,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // dialUpstream is the transport's dial hook: the guard with the policy of the
 // request being served.
 func (s *Server) dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
-	g := *s.guard
-	g.Addrs = policyFrom(ctx, s).Addrs
+	p := policyFrom(ctx, s)
+	g := s.guardFor(p, p.Timeouts.upstreamOver(s.timeouts))
 	return g.DialContext(ctx, network, addr)
 }
 

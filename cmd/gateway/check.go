@@ -31,7 +31,11 @@ func runCheck(_ context.Context, args []string, _ io.Reader, stdout, _ io.Writer
 		if i > 0 {
 			label = ""
 		}
-		fmt.Fprintf(stdout, "  %-14s %s (%s)\n", label, e.Domain, e.Kind)
+		kind := e.Kind.String()
+		if e.Index < len(cfg.Entries) && cfg.Entries[e.Index].ResponseHeaderTimeout > 0 {
+			kind += ", response_header " + cfg.Entries[e.Index].ResponseHeaderTimeout.String()
+		}
+		fmt.Fprintf(stdout, "  %-14s %s (%s)\n", label, e.Domain, kind)
 	}
 	cidrs := make([]string, len(cfg.AllowCIDRs))
 	for i, p := range cfg.AllowCIDRs {
@@ -43,6 +47,10 @@ func runCheck(_ context.Context, args []string, _ io.Reader, stdout, _ io.Writer
 		servers[i] = s.String()
 	}
 	fmt.Fprintf(stdout, "  dns.servers    %s\n", orDefault(strings.Join(servers, ", "), "(system resolver)"))
+	fmt.Fprintf(stdout, "  dns.denied     %s\n", cfg.DNSDenied)
+	t := cfg.Timeouts
+	fmt.Fprintf(stdout, "  timeouts       resolve %v, dial %v, tls_handshake %v, response_header %v, tunnel_idle %v\n",
+		t.Resolve, t.Dial, t.TLSHandshake, t.ResponseHeader, t.TunnelIdle)
 	fmt.Fprintf(stdout, "  upstream CA    %s\n", orDefault(cfg.UpstreamCAFile, "(system roots)"))
 	fmt.Fprintf(stdout, "  log.level      %s\n", cfg.LogLevel)
 	return nil

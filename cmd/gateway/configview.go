@@ -16,6 +16,8 @@ type configView struct {
 	Allowlist  []entryView       `json:"allowlist"`
 	AllowCIDRs []string          `json:"allow_cidrs"`
 	DNSServers []string          `json:"dns_servers"`
+	DNSDenied  string            `json:"dns_denied"`
+	Timeouts   map[string]string `json:"timeouts"`
 	Upstream   upstreamView      `json:"upstream"`
 	CA         caView            `json:"ca"`
 	Admin      adminView         `json:"admin"`
@@ -35,6 +37,7 @@ type entryView struct {
 	Kind           string            `json:"kind"`
 	Transform      map[string]string `json:"transform,omitempty"`
 	AllowPlaintext bool              `json:"allow_plaintext,omitempty"`
+	Timeouts       map[string]string `json:"timeouts,omitempty"`
 }
 
 type upstreamView struct {
@@ -68,6 +71,12 @@ func newConfigView(c *config.Config, generation uint64) configView {
 		Admin:      adminView{c.AdminTokenFile},
 		Limits:     limitsView{c.MaxConnections, c.MaxConnectionsPerClient, c.ShutdownGrace.String()},
 		Log:        map[string]string{"level": c.LogLevel.String()},
+		DNSDenied:  c.DNSDenied,
+		Timeouts: map[string]string{
+			"resolve": c.Timeouts.Resolve.String(), "dial": c.Timeouts.Dial.String(),
+			"tls_handshake": c.Timeouts.TLSHandshake.String(), "response_header": c.Timeouts.ResponseHeader.String(),
+			"tunnel_idle": c.Timeouts.TunnelIdle.String(),
+		},
 	}
 	for _, e := range c.Allowlist.Entries() {
 		ev := entryView{Domain: e.Domain, Kind: e.Kind.String()}
@@ -76,6 +85,9 @@ func newConfigView(c *config.Config, generation uint64) configView {
 				ev.Transform = rules.References()
 			}
 			ev.AllowPlaintext = c.Entries[e.Index].AllowPlaintext
+			if d := c.Entries[e.Index].ResponseHeaderTimeout; d > 0 {
+				ev.Timeouts = map[string]string{"response_header": d.String()}
+			}
 		}
 		v.Allowlist = append(v.Allowlist, ev)
 	}

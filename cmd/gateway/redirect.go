@@ -48,3 +48,25 @@ func portOf(a net.Addr) uint16 {
 	}
 	return ap.Port()
 }
+
+// sinkholeAddrs are the addresses the sandbox's DNS server answers for
+// denied names under network.dns.denied: sinkhole — the sandbox link's
+// (netns.LinkAddr4, and netns.LinkAddr6 when the namespace has IPv6). In a
+// sandbox namespace they are the namespace's own, where the transparent
+// listener (bound to the wildcard) owns them; in a shared namespace (serve
+// --redirect) the redirect takes every TCP connection to the listener
+// whatever its address. Link-local and unique-local, they lead nowhere
+// else. The address policy counts them as the gateway's own, so that they
+// are never dialled, whatever allow_cidrs re-opens.
+func sinkholeAddrs(ipv6 bool) []netip.Addr {
+	addrs := []netip.Addr{ipNetAddr(netns.LinkAddr4)}
+	if ipv6 {
+		addrs = append(addrs, ipNetAddr(netns.LinkAddr6))
+	}
+	return addrs
+}
+
+func ipNetAddr(n net.IPNet) netip.Addr {
+	a, _ := netip.AddrFromSlice(n.IP)
+	return a.Unmap()
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,9 @@ type gatewayOptions struct {
 	// dialControl marks the gateway's own sockets (SO_MARK) so that redirect
 	// rules in a shared namespace let them through; nil: no mark.
 	dialControl func(network, address string, c syscall.RawConn) error
+	// sinkhole are the DNS server's answers for denied names when the
+	// config says network.dns.denied: sinkhole (see sinkholeAddrs).
+	sinkhole []netip.Addr
 }
 
 // gateway is one running gateway: the proxy, the sandbox's DNS server, the
@@ -114,12 +118,13 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	if err != nil {
 		return nil, err
 	}
-	g.dnsPolicy.Store(&dnsserver.Policy{Allowlist: p.Allowlist, Addrs: p.Addrs})
+	g.dnsPolicy.Store(g.dnsServerPolicy(cfg, p))
 	g.dns = dnsserver.New(dnsserver.Options{
 		Policy:     g.dnsPolicy.Load,
 		Resolver:   resolver,
 		Logger:     logger,
 		OnDecision: g.dnsDecision,
+		Timeout:    cfg.Timeouts.Resolve,
 	})
 	g.cfg.Store(cfg)
 	g.generation.Store(1)
@@ -129,9 +134,15 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 
 // policy builds the proxy's policy from a config.
 func (g *gateway) policy(cfg *config.Config) (*proxy.Policy, error) {
+	own := g.own
+	if cfg.DNSDenied == config.DNSDeniedSinkhole {
+		// Never dialled, whatever allow_cidrs says: a connection to them
+		// that names no host is refused like one to the gateway itself.
+		own = append(slices.Clip(own), g.opts.sinkhole...)
+	}
 	addrs, err := allowlist.NewAddrPolicy(allowlist.AddrPolicyOptions{
 		AllowCIDRs: cfg.AllowCIDRs,
-		Own:        g.own,
+		Own:        own,
 		Exempt:     g.opts.exempt,
 	})
 	if err != nil {
@@ -139,9 +150,31 @@ func (g *gateway) policy(cfg *config.Config) (*proxy.Policy, error) {
 	}
 	entries := make([]proxy.EntryRules, len(cfg.Entries))
 	for i, e := range cfg.Entries {
-		entries[i] = proxy.EntryRules{Transform: e.Transform, AllowPlaintext: e.AllowPlaintext}
+		entries[i] = proxy.EntryRules{Transform: e.Transform, AllowPlaintext: e.AllowPlaintext, ResponseHeaderTimeout: e.ResponseHeaderTimeout}
 	}
-	return &proxy.Policy{Allowlist: cfg.Allowlist, Addrs: addrs, Entries: entries}, nil
+	return &proxy.Policy{Allowlist: cfg.Allowlist, Addrs: addrs, Entries: entries, Timeouts: proxyTimeouts(cfg.Timeouts)}, nil
+}
+
+// dnsServerPolicy is the DNS server's policy for a config and the proxy's
+// policy built from it.
+func (g *gateway) dnsServerPolicy(cfg *config.Config, p *proxy.Policy) *dnsserver.Policy {
+	dp := &dnsserver.Policy{Allowlist: p.Allowlist, Addrs: p.Addrs}
+	if cfg.DNSDenied == config.DNSDeniedSinkhole {
+		dp.Sinkhole = g.opts.sinkhole
+	}
+	return dp
+}
+
+// proxyTimeouts are the config's timeouts for the proxy's policy, so that
+// a reload applies them to new requests and tunnels.
+func proxyTimeouts(t config.Timeouts) proxy.Timeouts {
+	return proxy.Timeouts{
+		Resolve:        t.Resolve,
+		Dial:           t.Dial,
+		TLSHandshake:   t.TLSHandshake,
+		ResponseHeader: t.ResponseHeader,
+		TunnelIdle:     t.TunnelIdle,
+	}
 }
 
 // reload builds and validates the whole new config, then swaps it in:
@@ -176,7 +209,7 @@ func (g *gateway) swap() (uint64, error) {
 	if err := g.proxy.SetPolicy(p); err != nil {
 		return 0, fmt.Errorf("%s: %w (the CA is read at start: restart to add one)", cfg.File, err)
 	}
-	g.dnsPolicy.Store(&dnsserver.Policy{Allowlist: p.Allowlist, Addrs: p.Addrs})
+	g.dnsPolicy.Store(g.dnsServerPolicy(cfg, p))
 	g.cfg.Store(cfg)
 	if g.leaves != nil {
 		// Leaves of hosts that no longer get credentials are dropped.
@@ -206,6 +239,9 @@ func restartOnly(old, cur *config.Config) []string {
 	check("limits", old.MaxConnections != cur.MaxConnections || old.MaxConnectionsPerClient != cur.MaxConnectionsPerClient ||
 		old.ShutdownGrace != cur.ShutdownGrace)
 	check("log.level", old.LogLevel != cur.LogLevel)
+	// The proxy's lookups take a new timeouts.resolve at once; the DNS
+	// server's are bounded by the one it started with.
+	check("timeouts.resolve (for the sandbox's DNS server)", old.Timeouts.Resolve != cur.Timeouts.Resolve)
 	return changed
 }
 

@@ -298,6 +298,7 @@ func startSandbox(o gatewayOptions, cfg *config.Config, logger zerolog.Logger) (
 
 	// The same gateway as serve's: policy, guarded dialer, DNS server,
 	// observers. Its upstream dials are made from our own namespace.
+	o.sinkhole = sinkholeAddrs(r.ns.IPv6())
 	g, err := newGateway(o, cfg, nil, logger)
 	if err != nil {
 		return nil, err

@@ -53,7 +53,11 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	o.sinkhole = sinkholeAddrs(true)
 	logger := zerolog.New(stderr).Level(cfg.LogLevel).With().Timestamp().Logger()
+	if cfg.DNSDenied == config.DNSDeniedSinkhole && cfg.TransparentListen == "" {
+		logger.Warn().Msg("network.dns.denied is sinkhole but listen.transparent is off: denied names resolve to an address that leads nowhere")
+	}
 	for _, ap := range o.exempt {
 		logger.Warn().Str("upstream", ap.String()).
 			Msg("TEST MODE: --test-allow-upstream exempts this address from the address policy; never use it in production")

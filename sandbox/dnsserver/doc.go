@@ -39,6 +39,24 @@
 //
 // Upstream failures and timeouts ([Options.Timeout]) are SERVFAIL.
 //
+// Sinkhole: REFUSED makes every tool say "could not resolve host", and an
+// agent concludes the network is broken. A policy with [Policy.Sinkhole]
+// addresses answers the names it denies (by the allowlist, or by the
+// address policy) with them instead: A and AAAA get the sinkhole address of
+// their family (NODATA when there is none), HTTPS and SVCB get NODATA, with
+// a short TTL; every other type, and the names refused before the policy is
+// asked (bad names, IP-literal names, localhost), stay REFUSED. The
+// decision's verdict is "sinkhole" and its reason says why the name was
+// denied. The addresses must lead to the gateway's transparent listener
+// (sandbox exec and serve --redirect send every TCP connection there),
+// which judges the connection by its SNI or Host like any other — it dials
+// the name, never the address the client aimed at — and answers a denied
+// name with the readable 403 naming the rule. So the sinkhole opens
+// nothing: it only changes where a denied connection learns that it is
+// denied. The gateway also makes the addresses its own in the address
+// policy, so that a connection naming no host (TLS without SNI) to them is
+// refused too.
+//
 // The cache holds what upstream said (addresses, "no addresses", "no such
 // name"), keyed by normalised name and type, for [Options.TTL]; failures are
 // not cached. Policy is never cached: every hit is judged again against the
@@ -54,6 +72,6 @@
 //
 // Every answer is one decision line (zerolog, message "dns") with the
 // fields client, name, type, verdict, reason, cached, addrs and duration_ms.
-// Verdicts are "answer" (including NODATA), "refused", "nxdomain",
-// "servfail", "formerr" and "notimp".
+// Verdicts are "answer" (including NODATA), "sinkhole", "refused",
+// "nxdomain", "servfail", "formerr" and "notimp".
 package dnsserver

@@ -34,6 +34,13 @@ var (
 type Policy struct {
 	Allowlist *allowlist.Policy
 	Addrs     *allowlist.AddrPolicy
+	// Sinkhole, if not empty, changes how a denied name is answered: A
+	// and AAAA get the sinkhole address of their family (NODATA when there
+	// is none), HTTPS and SVCB get NODATA, instead of REFUSED. The
+	// addresses must lead to the gateway's transparent listener, which
+	// judges the connection by its SNI or Host like any other and answers
+	// the readable 403; see the package documentation.
+	Sinkhole []netip.Addr
 }
 
 // Options configures a Server.
@@ -81,6 +88,10 @@ const (
 	// udpReadSize is the read buffer for UDP queries; EDNS padding can make
 	// a query larger than the default 512 bytes.
 	udpReadSize = 4096
+	// sinkholeTTL is short, so that a reload that allows the name hands
+	// out its real addresses soon (the sinkhole address would work for it
+	// too: the transparent listener dials the name, never the address).
+	sinkholeTTL = 5
 )
 
 // Verdicts of a Decision.
@@ -91,6 +102,9 @@ const (
 	VerdictServFail = "servfail"
 	VerdictFormErr  = "formerr"
 	VerdictNotImp   = "notimp"
+	// VerdictSinkhole: a denied name answered with Policy.Sinkhole; the
+	// reason says why it was denied.
+	VerdictSinkhole = "sinkhole"
 )
 
 // Reasons of a Decision. A refusal by address policy is
@@ -298,7 +312,7 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	m.SetReply(r)
 	m.RecursionAvailable = true
 	m.Rcode = rcode
-	if d.Verdict == VerdictAnswer && len(d.Addrs) > 0 {
+	if (d.Verdict == VerdictAnswer || d.Verdict == VerdictSinkhole) && len(d.Addrs) > 0 {
 		name := r.Question[0].Name // echo the asker's spelling (0x20 randomisation)
 		m.Answer = make([]dns.RR, 0, len(d.Addrs))
 		for _, a := range d.Addrs {
@@ -382,7 +396,7 @@ func (s *Server) decide(r *dns.Msg, d *Decision) (rcode int, ttl uint32) {
 	}
 	p := s.policy()
 	if p == nil || !p.Allowlist.Decide(name).Allowed {
-		return fail(d, VerdictRefused, ReasonAllowlist, dns.RcodeRefused)
+		return denied(d, p, q.Qtype, ReasonAllowlist)
 	}
 	switch q.Qtype {
 	case dns.TypeA, dns.TypeAAAA:
@@ -423,13 +437,40 @@ func (s *Server) decide(r *dns.Msg, d *Decision) (rcode int, ttl uint32) {
 			// One blocked address refuses the answer: handing out the
 			// others would still tell the sandbox the name exists, but the
 			// blocked one must never reach it.
-			return fail(d, VerdictRefused, ReasonAddressPolicy+": "+err.Error(), dns.RcodeRefused)
+			return denied(d, p, q.Qtype, ReasonAddressPolicy+": "+err.Error())
 		}
 	}
 	if len(res.addrs) == 0 {
 		return succeed(d, ReasonNoData, exp)
 	}
 	return succeed(d, ReasonAllowed, exp)
+}
+
+// denied answers a name the policy denies: REFUSED, or with the policy's
+// sinkhole addresses when it has them. Only A, AAAA (the address of the
+// family, or NODATA), HTTPS and SVCB (NODATA, so that clients go on to
+// A/AAAA at once) are sinkholed; every other type stays REFUSED.
+func denied(d *Decision, p *Policy, qtype uint16, reason string) (int, uint32) {
+	if p == nil || len(p.Sinkhole) == 0 {
+		return fail(d, VerdictRefused, reason, dns.RcodeRefused)
+	}
+	switch qtype {
+	case dns.TypeA, dns.TypeAAAA:
+		// A fresh slice for the addresses answered: d.Addrs may hold the
+		// cache's (the ones the address policy refused).
+		d.Addrs = nil
+		for _, a := range p.Sinkhole {
+			if a = a.Unmap(); a.Is4() == (qtype == dns.TypeA) {
+				d.Addrs = append(d.Addrs, a)
+			}
+		}
+	case dns.TypeHTTPS, dns.TypeSVCB:
+		d.Addrs = nil
+	default:
+		return fail(d, VerdictRefused, reason, dns.RcodeRefused)
+	}
+	d.Verdict, d.Reason = VerdictSinkhole, reason
+	return dns.RcodeSuccess, sinkholeTTL
 }
 
 func fail(d *Decision, verdict, reason string, rcode int) (int, uint32) {
