@@ -96,8 +96,10 @@ func TestCheckOpensWhatServeOpens(t *testing.T) {
 					t.Errorf("serve: exit %d, stderr:\n%s\nwant exit 1 and:\n%s", serveCode, serveErr, w)
 				}
 			}
-			if n := strings.Count(checkErr, "gateway ca init"); n > 1 {
-				t.Errorf("the hint is given %d times:\n%s", n, checkErr)
+			for cmd, stderr := range map[string]string{"check": checkErr, "serve": serveErr} {
+				if n := strings.Count(stderr, "ca init"); n > 1 {
+					t.Errorf("%s gives the hint %d times:\n%s", cmd, n, stderr)
+				}
 			}
 		})
 	}
