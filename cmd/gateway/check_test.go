@@ -189,3 +189,15 @@ func TestShippedConfigs(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckPrintsWarnings: a config that loads but holds an entry that can
+// never be reached passes check, with the warning on stderr.
+func TestCheckPrintsWarnings(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
+	writeFile(t, cfg, "network:\n  allowlist:\n    - domain: api.example.com\n    - domain: 169.254.169.254\n")
+	out, errOut, code := runCLI(t, "check", "--config", cfg)
+	want := "warning: " + cfg + ":4: network.allowlist[1].domain: 169.254.169.254 is cloud metadata, which the gateway does not dial unless network.allow_cidrs re-opens it: this entry can never be reached"
+	if code != 0 || !strings.Contains(out, "OK") || !strings.Contains(errOut, want) {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant on stderr:\n%s", code, out, errOut, want)
+	}
+}

@@ -163,6 +163,9 @@ func (g *gateway) swap() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	for _, w := range cfg.Warnings {
+		g.log.Warn().Str("problem", w.Error()).Msg("config")
+	}
 	if changed := restartOnly(g.cfg.Load(), cfg); len(changed) > 0 {
 		g.log.Warn().Strs("fields", changed).Msg("these settings change only on restart; the rest of the new config applies now")
 	}
