@@ -201,3 +201,18 @@ func TestCheckPrintsWarnings(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant on stderr:\n%s", code, out, errOut, want)
 	}
 }
+
+// TestShippedHooks: configs/hooks, meant to be mounted at /.agents, passes
+// `hooks check` with no errors.
+func TestShippedHooks(t *testing.T) {
+	data, err := os.ReadFile("../../configs/hooks/hooks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, ".agents", "hooks.json"), string(data))
+	out, errOut, code := runHooksCLI(t, "", "check", "--root", root, "--workspace", t.TempDir())
+	if code != 0 || !strings.Contains(out, filepath.Join(root, ".agents", "hooks.json")+"  (loaded)") || strings.Contains(out, "error:") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
