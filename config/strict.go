@@ -41,6 +41,15 @@ type treeChecker struct {
 	errs *Errors
 	// bad holds the paths of fields already reported.
 	bad map[string]bool
+	// seen holds the aliased nodes already checked (against a type): an
+	// anchor is checked once however often it is used, so that lists of
+	// aliases to nodes holding lists of aliases cannot multiply the walk.
+	seen map[aliasUse]bool
+}
+
+type aliasUse struct {
+	n *yaml.Node
+	t reflect.Type
 }
 
 func (c *treeChecker) report(n *yaml.Node, path, format string, args ...any) {
@@ -55,8 +64,18 @@ func (c *treeChecker) reject(n *yaml.Node, path, format string, args ...any) {
 }
 
 func (c *treeChecker) check(n *yaml.Node, t reflect.Type, path string) {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
+	if n.Kind == yaml.AliasNode {
+		for n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
+		use := aliasUse{n, t}
+		if c.seen[use] {
+			return
+		}
+		if c.seen == nil {
+			c.seen = map[aliasUse]bool{}
+		}
+		c.seen[use] = true
 	}
 	if n.Kind == yaml.DocumentNode {
 		for _, d := range n.Content {
