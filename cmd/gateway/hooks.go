@@ -125,7 +125,7 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		}
 		// A file that exists but cannot be read is the worst load error:
 		// strict mode denies on it like on any other.
-		hooks, problems = &sandbox.Hooks{Workspace: *workspace}, []sandbox.Problem{{Severity: sandbox.SeverityError, Message: err.Error()}}
+		hooks, problems = &sandbox.Hooks{Workspace: *workspace}, []sandbox.Problem{{Severity: sandbox.SeverityError, File: sandbox.HooksFile, Message: err.Error()}}
 	}
 	for _, p := range problems {
 		if p.Severity != sandbox.SeverityError { // errors: logged by the runner on every run
