@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -72,6 +71,9 @@ type Config struct {
 	CACertFile, CAKeyFile string
 	// LogLevel is the minimum level logged.
 	LogLevel zerolog.Level
+	// Warnings are things in the file that work but surely do not do what
+	// was meant (an entry that can never be reached).
+	Warnings []*Error
 }
 
 // Entry is what one allowlist entry adds to "allowed".
@@ -106,9 +108,9 @@ type Options struct {
 
 // Load reads and validates the configuration file at path.
 func Load(path string, opts Options) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readCapped(path)
 	if err != nil {
-		return nil, Errors{{File: path, Msg: err.Error()}}
+		return nil, err
 	}
 	if opts.Transform.Dir == "" {
 		opts.Transform.Dir = filepath.Dir(path)
@@ -119,28 +121,23 @@ func Load(path string, opts Options) (*Config, error) {
 // Parse validates a configuration; file names it in messages. The error, if
 // any, is an Errors listing every problem found.
 func Parse(file string, data []byte, opts Options) (*Config, error) {
-	var root yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlErrors(file, err)
+	if len(data) > MaxFileSize {
+		return nil, tooLarge(file)
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, Errors{{File: file, Line: extra.Line, Msg: "more than one YAML document; a config file holds exactly one"}}
+	root, errs := parseTree(file, data)
+	if errs != nil {
+		return nil, errs
 	}
-	var errs Errors
 	var fc fileConfig
+	checked := &treeChecker{file: file, errs: &errs, bad: map[string]bool{}}
 	if root.Kind != 0 {
-		checkFields(&root, reflect.TypeOf(fc), "", &errs, file)
-		if len(errs) > 0 {
-			return nil, errs
-		}
+		checked.check(root, reflect.TypeOf(fc), "")
 		if err := root.Decode(&fc); err != nil {
-			return nil, yamlErrors(file, err)
+			return nil, append(errs, yamlErrors(file, data, err)...)
 		}
 	}
 	c := &Config{File: file}
-	r := &reporter{file: file, root: &root, errs: &errs}
+	r := &reporter{file: file, root: root, errs: &errs, bad: checked.bad}
 	c.compileListen(fc.Listen, r)
 	c.compileNetwork(fc.Network, r)
 	c.compileEntries(fc.Network.Allowlist, opts.Transform, r)
@@ -151,9 +148,28 @@ func Parse(file string, data []byte, opts Options) (*Config, error) {
 	c.compileLimits(fc.Limits, fc.Admin, opts.Transform.Dir, r)
 	c.compileLog(fc.Log, r)
 	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
 		return nil, errs
 	}
+	c.Warnings = r.warnings
 	return c, nil
+}
+
+// readCapped reads a file of at most MaxFileSize bytes.
+func readCapped(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, Errors{{File: path, Msg: err.Error()}}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, Errors{{File: path, Msg: err.Error()}}
+	}
+	if len(data) > MaxFileSize {
+		return nil, tooLarge(path)
+	}
+	return data, nil
 }
 
 // reporter records errors with the line of the field they are about.
@@ -161,6 +177,10 @@ type reporter struct {
 	file string
 	root *yaml.Node
 	errs *Errors
+	// bad are the fields the tree check reported: their zero values raise
+	// no second error.
+	bad      map[string]bool
+	warnings []*Error
 }
 
 // at records an error about a field, at the field's line.
@@ -170,7 +190,15 @@ func (r *reporter) at(field, format string, args ...any) {
 
 // atLine records an error at a known line.
 func (r *reporter) atLine(line int, field, format string, args ...any) {
+	if coveredBy(r.bad, field) {
+		return
+	}
 	*r.errs = append(*r.errs, &Error{File: r.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// warn records a warning about a field.
+func (r *reporter) warn(field, format string, args ...any) {
+	r.warnings = append(r.warnings, &Error{File: r.file, Line: lineOf(r.root, field), Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (c *Config) compileListen(l fileListen, r *reporter) {
@@ -247,20 +275,7 @@ func ValidateListen(addr string) error {
 }
 
 func (c *Config) compileNetwork(n fileNetwork, r *reporter) {
-	domains := make([]string, len(n.Allowlist))
-	for i, e := range n.Allowlist {
-		domains[i] = e.Domain
-	}
-	p, err := allowlist.New(domains)
-	var ee *allowlist.EntryError
-	switch {
-	case errors.As(err, &ee):
-		r.at(fmt.Sprintf("network.allowlist[%d].domain", ee.Index), "%v", ee.Err)
-	case err != nil:
-		r.at("network.allowlist", "%v", err)
-	}
-	c.Allowlist = p
-
+	c.compileAllowlist(n.Allowlist, r)
 	for i, s := range n.AllowCIDRs {
 		field := fmt.Sprintf("network.allow_cidrs[%d]", i)
 		pfx, err := netip.ParsePrefix(strings.TrimSpace(s))
@@ -287,6 +302,71 @@ func (c *Config) compileNetwork(n fileNetwork, r *reporter) {
 			continue
 		}
 		c.DNSServers = append(c.DNSServers, ap)
+	}
+	c.warnUnreachable(r)
+}
+
+// compileAllowlist reports every entry's problem, then (when each entry is
+// fine on its own) the duplicates.
+func (c *Config) compileAllowlist(entries []fileEntry, r *reporter) {
+	domains := make([]string, len(entries))
+	valid := true
+	for i, e := range entries {
+		domains[i] = e.Domain
+		field := fmt.Sprintf("network.allowlist[%d].domain", i)
+		if pfx, err := netip.ParsePrefix(strings.TrimSpace(e.Domain)); err == nil {
+			r.at(field, "%q is an address range, not a host; the allowlist names hosts and single addresses. "+
+				"To let the gateway reach addresses in a blocked range, add it to network.allow_cidrs and name the hosts here", pfx.String())
+			valid = false
+			continue
+		}
+		if _, _, err := allowlist.ParseDomain(e.Domain); err != nil {
+			r.at(field, "%v", err)
+			valid = false
+		}
+	}
+	if !valid {
+		return
+	}
+	p, err := allowlist.New(domains)
+	var ee *allowlist.EntryError
+	switch {
+	case errors.As(err, &ee):
+		r.at(fmt.Sprintf("network.allowlist[%d].domain", ee.Index), "%v", ee.Err)
+	case err != nil:
+		r.at("network.allowlist", "%v", err)
+	}
+	c.Allowlist = p
+}
+
+// warnUnreachable warns about entries naming an address (or localhost) that
+// the address policy blocks: they can never be reached.
+func (c *Config) warnUnreachable(r *reporter) {
+	if c.Allowlist == nil {
+		return
+	}
+	addrs, err := allowlist.NewAddrPolicy(allowlist.AddrPolicyOptions{AllowCIDRs: c.AllowCIDRs})
+	if err != nil {
+		return // allow_cidrs is wrong, and reported
+	}
+	for _, e := range c.Allowlist.Entries() {
+		field := fmt.Sprintf("network.allowlist[%d].domain", e.Index)
+		if allowlist.IsLocalhostName(e.Domain) {
+			r.warn(field, "%s is loopback, which the gateway never dials: this entry can never be reached", e.Domain)
+			continue
+		}
+		a, err := netip.ParseAddr(e.Domain)
+		if err != nil {
+			continue
+		}
+		class, err := addrs.Check(netip.AddrPortFrom(a, 443))
+		switch {
+		case err == nil:
+		case class == allowlist.ClassLoopback || class == allowlist.ClassIPv4Compatible:
+			r.warn(field, "%s is %s, which the gateway never dials: this entry can never be reached", e.Domain, class)
+		default:
+			r.warn(field, "%s is %s, which the gateway does not dial unless network.allow_cidrs re-opens it: this entry can never be reached", e.Domain, class)
+		}
 	}
 }
 
@@ -391,37 +471,4 @@ func (c *Config) compileLog(l fileLog, r *reporter) {
 		return
 	}
 	c.LogLevel = lvl
-}
-
-var (
-	yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-	// yamlTypeNames turns the Go types in yaml.v3's messages into words.
-	yamlTypeNames = strings.NewReplacer(
-		"!!", "",
-		"[]config.fileEntry", "a list of entries ({domain: ...})",
-		"[]string", "a list of strings",
-		"into string", "into a string",
-		"into bool", "into true/false",
-	)
-	yamlStructName = regexp.MustCompile(`config\.file\w+`)
-)
-
-// yamlErrors turns yaml.v3's messages ("yaml: line 3: ...", or a list of
-// "line 3: cannot unmarshal ...") into Errors with lines.
-func yamlErrors(file string, err error) Errors {
-	var te *yaml.TypeError
-	msgs := []string{err.Error()}
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	}
-	var errs Errors
-	for _, m := range msgs {
-		e := &Error{File: file, Msg: m}
-		if sm := yamlLine.FindStringSubmatch(strings.TrimSpace(m)); sm != nil {
-			e.Line, _ = strconv.Atoi(sm[1])
-			e.Msg = yamlStructName.ReplaceAllString(yamlTypeNames.Replace(sm[2]), "a mapping (key: value)")
-		}
-		errs = append(errs, e)
-	}
-	return errs
 }

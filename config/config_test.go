@@ -1,7 +1,9 @@
 package config
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -54,23 +56,17 @@ func TestLoadJSONAndDefaults(t *testing.T) {
 }
 
 // TestLoadBad: each file in testdata/bad is one failure mode; its first line
-// says which error (file:line: field: message) it must produce.
+// (for JSON, which has no comments: the file NAME.want) says which error
+// (file:line: field: message) it must produce.
 func TestLoadBad(t *testing.T) {
-	files, err := filepath.Glob("testdata/bad/*.yaml")
-	if err != nil || len(files) < 10 {
-		t.Fatalf("testdata/bad: %v (%d files)", err, len(files))
+	yamls, err := filepath.Glob("testdata/bad/*.yaml")
+	jsons, _ := filepath.Glob("testdata/bad/*.json")
+	if err != nil || len(yamls) < 10 || len(jsons) < 2 {
+		t.Fatalf("testdata/bad: %v (%d YAML, %d JSON files)", err, len(yamls), len(jsons))
 	}
-	for _, f := range files {
+	for _, f := range append(yamls, jsons...) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first, _, _ := strings.Cut(string(data), "\n")
-			want, ok := strings.CutPrefix(first, "# want: ")
-			if !ok {
-				t.Fatalf("%s: first line must be '# want: <error>'", f)
-			}
+			want := wantedError(t, f)
 			_, err = Load(f, Options{})
 			if err == nil {
 				t.Fatal("no error")
@@ -82,8 +78,32 @@ func TestLoadBad(t *testing.T) {
 			if !strings.Contains(err.Error(), "testdata/"+want) {
 				t.Fatalf("error:\n  %v\nwant it to contain:\n  testdata/%s", err, want)
 			}
+			if strings.HasSuffix(f, ".json") && strings.Contains(strings.ToLower(err.Error()), "yaml") {
+				t.Errorf("an error about a JSON file talks of YAML: %v", err)
+			}
 		})
 	}
+}
+
+func wantedError(t *testing.T, file string) string {
+	t.Helper()
+	if strings.HasSuffix(file, ".json") {
+		data, err := os.ReadFile(file + ".want")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(data))
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	want, ok := strings.CutPrefix(first, "# want: ")
+	if !ok {
+		t.Fatalf("%s: first line must be '# want: <error>'", file)
+	}
+	return want
 }
 
 func TestLoadMissingFile(t *testing.T) {
@@ -93,18 +113,121 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
-// TestAllErrorsReported: one pass reports every problem, not just the first.
+// TestAllErrorsReported: one pass reports every problem, not just the first,
+// in file order, each once: unknown fields, wrong types and invalid values
+// together.
 func TestAllErrorsReported(t *testing.T) {
-	_, err := Parse("multi.yaml", []byte("network:\n  allow_cidrs: [bad, 0.0.0.0/0]\nlog:\n  level: loud\n"), Options{})
+	_, err := Parse("multi.yaml", []byte(`network:
+  allowlist:
+    - domain: 5
+    - domian: b.example.com
+    - domain: "bad domain"
+  allow_cidrs: [bad, 0.0.0.0/0]
+limits:
+  max_connections: lots
+log:
+  level: loud
+`), Options{})
 	var errs Errors
-	if !errors.As(err, &errs) || len(errs) != 3 {
-		t.Fatalf("want 3 errors, got %v", err)
+	if !errors.As(err, &errs) {
+		t.Fatalf("want Errors, got %v", err)
+	}
+	var got []string
+	for _, e := range errs {
+		got = append(got, fmt.Sprintf("%d %s", e.Line, e.Field))
+	}
+	want := []string{
+		"3 network.allowlist[0].domain",
+		"4 network.allowlist[1].domian",
+		"4 network.allowlist[1].domain", // the entry has no domain
+		"5 network.allowlist[2].domain",
+		"6 network.allow_cidrs[0]",
+		"6 network.allow_cidrs[1]",
+		"8 limits.max_connections",
+		"10 log.level",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("errors:\n%v\nwant (line field):\n%s", err, strings.Join(want, "\n"))
+	}
+}
+
+func TestFileSizeCap(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	data := []byte("log: {level: info}\n# " + strings.Repeat("x", MaxFileSize) + "\n")
+	if err := os.WriteFile(big, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, load := range map[string]func() error{
+		"Load":  func() error { _, err := Load(big, Options{}); return err },
+		"Parse": func() error { _, err := Parse(big, data, Options{}); return err },
+	} {
+		err := load()
+		if err == nil || !strings.Contains(err.Error(), big+": larger than 16 MiB") {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+	// Exactly at the cap is fine.
+	atCap := append([]byte("log: {level: info}\n# "), bytes.Repeat([]byte("x"), MaxFileSize-len("log: {level: info}\n# "))...)
+	if _, err := Parse("cap.yaml", atCap, Options{}); err != nil {
+		t.Errorf("a file of exactly MaxFileSize bytes: %v", err)
+	}
+}
+
+// TestUnreachableEntriesWarn: entries naming loopback or a blocked address
+// load, with a warning saying they can never be reached.
+func TestUnreachableEntriesWarn(t *testing.T) {
+	c, err := Parse("w.yaml", []byte(`network:
+  allowlist:
+    - domain: api.example.com
+    - domain: 127.0.0.1
+    - domain: 169.254.169.254
+    - domain: localhost
+    - domain: "[::1]"
+    - domain: 10.1.2.3
+    - domain: 10.20.0.5
+    - domain: 192.0.2.1
+  allow_cidrs: [10.20.0.0/16]
+`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range c.Warnings {
+		got = append(got, w.Error())
+	}
+	want := []string{
+		"w.yaml:4: network.allowlist[1].domain: 127.0.0.1 is loopback, which the gateway never dials: this entry can never be reached",
+		"w.yaml:5: network.allowlist[2].domain: 169.254.169.254 is cloud metadata, which the gateway does not dial unless network.allow_cidrs re-opens it: this entry can never be reached",
+		"w.yaml:6: network.allowlist[3].domain: localhost is loopback, which the gateway never dials: this entry can never be reached",
+		"w.yaml:7: network.allowlist[4].domain: ::1 is loopback, which the gateway never dials: this entry can never be reached",
+		"w.yaml:8: network.allowlist[5].domain: 10.1.2.3 is private, which the gateway does not dial unless network.allow_cidrs re-opens it: this entry can never be reached",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestSchemaTypesAccepted: values of the right type, in every form YAML
+// and JSON write them, still load.
+func TestSchemaTypesAccepted(t *testing.T) {
+	for name, doc := range map[string]string{
+		"quoted number as domain": "network: {allowlist: [{domain: \"5.example\"}]}",
+		"tagged string":           "network: {allowlist: [{domain: !!str api.example.com}]}",
+		"empty sections":          "network:\nlimits:\nlog:\n",
+		"anchors":                 "network:\n  allowlist:\n    - &e {domain: a.example.com}\n  allow_cidrs: &c [10.1.0.0/16]\n",
+		"json":                    `{"limits": {"max_connections": 5}, "network": {"allowlist": [{"domain": "a.example.com"}]}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Parse("ok.yaml", []byte(doc), Options{}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.yaml")
-	bad, _ := filepath.Glob("testdata/bad/*.yaml")
+	bad, _ := filepath.Glob("testdata/bad/*.*")
 	for _, file := range append(files, bad...) {
 		if data, err := os.ReadFile(file); err == nil {
 			f.Add(data)

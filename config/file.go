@@ -4,6 +4,12 @@ import "gopkg.in/yaml.v3"
 
 // The file format: what a user writes. It is decoded strictly and then
 // compiled into Config; nothing else reads these types.
+//
+// A new field needs only its yaml tag here (and its compile step): before
+// decoding, treeChecker checks every value against the Go type of its field
+// (string, bool, integer, float, time.Duration, slice, map, struct, or a
+// pointer to one, where nil means "left out"). A field whose value may take
+// several shapes is a yaml.Node, which its compile step checks itself.
 
 type fileConfig struct {
 	Listen   fileListen   `yaml:"listen"`

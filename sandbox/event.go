@@ -142,6 +142,9 @@ const (
 	OutcomeHTTPStatus   Outcome = "http-status"
 	OutcomeConnectError Outcome = "connect-error"
 	OutcomeBadResponse  Outcome = "bad-response"
+	// OutcomeLoadError is a hooks.json that did not load (in whole or in
+	// part); it is logged on every run, and denies in fail-closed mode.
+	OutcomeLoadError Outcome = "load-error"
 )
 
 // Failed reports whether the outcome is a failure rather than an answer.

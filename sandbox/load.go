@@ -96,6 +96,8 @@ const (
 type Hooks struct {
 	// Files are the hooks.json files that were found, root first.
 	Files []string
+	// Searched are the paths where hooks.json was looked for, root first.
+	Searched []string
 	// Workspace is where command handlers run.
 	Workspace string
 	// Groups in run order: the root file's groups, then the workspace's,
@@ -180,10 +182,19 @@ func Load(opts LoadOptions) (*Hooks, []Problem, error) {
 
 	rootFile := filepath.Join(root, HooksFile)
 	wsFile := filepath.Join(ws, HooksFile)
+	h.Searched = []string{rootFile, wsFile}
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		problems = append(problems, Problem{
+			Severity: SeverityWarning, File: rootFile,
+			Message: fmt.Sprintf("the root directory %s does not exist, so no root hooks.json is loaded", root),
+			Hint:    "check --root (the directory standing for /, whose .agents/hooks.json is authoritative)",
+		})
+	}
 	rootInfo, rerr := os.Stat(rootFile)
 	wsInfo, werr := os.Stat(wsFile)
 	if werr == nil && rerr == nil && os.SameFile(rootInfo, wsInfo) {
 		werr = fs.ErrNotExist // the workspace is the root: one file
+		h.Searched = h.Searched[:1]
 	}
 
 	for _, f := range []struct {

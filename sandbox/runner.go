@@ -54,6 +54,14 @@ type RunnerOptions struct {
 	// KillGrace is the time between SIGTERM and SIGKILL for a timed-out
 	// command. If zero, DefaultKillGrace.
 	KillGrace time.Duration
+	// LoadProblems are what Load reported. Every Run logs each error among
+	// them as a line of its own (outcome load-error, at error level), so a
+	// hooks.json that did not load never passes silently. If nil, none.
+	LoadProblems []Problem
+	// FailClosedOnLoadError makes a pre event deny when LoadProblems hold an
+	// error: the hooks that were meant to run may be missing. If false, such
+	// a run allows (fail-open), as a failed handler does by default.
+	FailClosedOnLoadError bool
 }
 
 // Runner runs the hooks of events. It is safe for concurrent use.
@@ -147,7 +155,7 @@ func (r *Runner) Run(ctx context.Context, ev Event) Decision {
 	log := r.opts.Logger.With().Str(fieldEvent, string(ev.Kind)).Str(fieldEventID, eventID).Str(fieldTool, ev.Tool).Logger()
 
 	d := Decision{Decision: Allow}
-	var reasons []string
+	reasons := r.logLoadErrors(log, ev.Kind)
 	n := 0
 	for _, m := range r.matching(ev.Kind, ev.Tool) {
 		for _, h := range m.rule.Handlers {
@@ -180,6 +188,35 @@ func (r *Runner) Run(ctx context.Context, ev Event) Decision {
 		d.Reason = strings.Join(reasons, "; ")
 	}
 	return d
+}
+
+// logLoadErrors logs each load error on its own line and returns the deny
+// reason they give, if any.
+func (r *Runner) logLoadErrors(log zerolog.Logger, kind EventKind) []string {
+	effect := "fail-open"
+	switch {
+	case kind == PostToolExecution:
+		effect = "ignored"
+	case r.opts.FailClosedOnLoadError:
+		effect = "fail-closed"
+	}
+	var first string
+	count := 0
+	for _, p := range r.opts.LoadProblems {
+		if p.Severity != SeverityError {
+			continue
+		}
+		if count == 0 {
+			first = p.String()
+		}
+		count++
+		log.Error().Str(fieldOutcome, string(OutcomeLoadError)).Str(fieldEffect, effect).
+			Str(fieldSource, fmt.Sprintf("%s:%d", p.File, p.Line)).Str(fieldDetail, p.String()).Msg("hooks.json")
+	}
+	if count == 0 || effect != "fail-closed" {
+		return nil
+	}
+	return []string{fmt.Sprintf("hooks.json did not load cleanly (%d error(s); first: %s) and load errors deny", count, first)}
 }
 
 func (r *Runner) logResult(log zerolog.Logger, res Result, effect string) {

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // oneHook is a hooks.json with one group holding one pre handler.
@@ -374,5 +377,48 @@ func TestParseEvent(t *testing.T) {
 	ev, err = NewEvent(PostToolExecution, "read_file", nil, "env", "no such file")
 	if err != nil || string(ev.Payload) != `{"tool_call":{"name":"read_file","args":{}},"environment_id":"env","error":"no such file"}` {
 		t.Fatalf("NewEvent = %s, %v", ev.Payload, err)
+	}
+}
+
+// TestRunLoadProblems: load errors are logged on every run as their own
+// outcome, and deny pre events only in fail-closed mode; warnings do
+// neither.
+func TestRunLoadProblems(t *testing.T) {
+	errProblem := Problem{Severity: SeverityError, File: "/r/.agents/hooks.json", Line: 1, Column: 1, Message: "the top level must be an object"}
+	warning := Problem{Severity: SeverityWarning, File: "/w/.agents/hooks.json", Message: "group has no hooks"}
+	for _, tc := range []struct {
+		name       string
+		problems   []Problem
+		failClosed bool
+		kind       EventKind
+		want       Verdict
+		lines      int
+	}{
+		{"fail-open", []Problem{errProblem, warning}, false, PreToolExecution, Allow, 1},
+		{"fail-closed", []Problem{errProblem, warning}, true, PreToolExecution, Deny, 1},
+		{"post never denies", []Problem{errProblem}, true, PostToolExecution, Allow, 1},
+		{"warnings only", []Problem{warning}, true, PreToolExecution, Allow, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logBuf strings.Builder
+			r := NewRunner(&Hooks{}, RunnerOptions{Logger: zerolog.New(&logBuf), LoadProblems: tc.problems, FailClosedOnLoadError: tc.failClosed})
+			ev, err := NewEvent(tc.kind, "code_execution", nil, "env", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for run := 0; run < 2; run++ { // every run, not just the first
+				logBuf.Reset()
+				d := r.Run(context.Background(), ev)
+				if d.Decision != tc.want {
+					t.Fatalf("run %d: decision %+v, want %s", run, d, tc.want)
+				}
+				if tc.want == Deny && !strings.Contains(d.Reason, errProblem.String()) {
+					t.Errorf("reason %q does not name the problem", d.Reason)
+				}
+				if n := strings.Count(logBuf.String(), `"outcome":"load-error"`); n != tc.lines {
+					t.Errorf("run %d: %d load-error lines, want %d:\n%s", run, n, tc.lines, logBuf.String())
+				}
+			}
+		})
 	}
 }

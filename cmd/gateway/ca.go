@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookgate/hookgate/ca"
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/transform"
 )
 
 // defaultCADir is where 'gateway ca' keeps the CA when --dir is not given.
@@ -107,7 +108,7 @@ func runCACert(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	certPath := filepath.Join(*dir, ca.CertFileName)
 	if *configFile != "" {
-		cfg, err := config.Load(*configFile, config.Options{})
+		cfg, err := config.Load(*configFile, config.Options{Transform: secretsNotNeeded()})
 		if err != nil {
 			return err
 		}
@@ -125,6 +126,17 @@ func runCACert(_ context.Context, args []string, stdout, stderr io.Writer) error
 	// (a key, comments) is never printed.
 	_, err = stdout.Write(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}))
 	return err
+}
+
+// secretsNotNeeded resolves every ${env:} and ${file:} reference of a
+// transform to a placeholder: commands that only read the CA (ca cert) must
+// work on a host, or at a moment, where the transform's secrets are not set.
+// The values are never used.
+func secretsNotNeeded() transform.Options {
+	return transform.Options{
+		LookupEnv: func(string) (string, bool) { return "unused", true },
+		ReadFile:  func(string) ([]byte, error) { return []byte("unused"), nil },
+	}
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hookgate/hookgate/ca"
 )
 
 func TestCAInitAndCert(t *testing.T) {
@@ -71,5 +73,39 @@ func TestCAUsageErrors(t *testing.T) {
 	var ee *exitError
 	if err := runCA(context.Background(), []string{"init", "--help"}, nil, &out, &errOut); !errors.As(err, &ee) || ee.code != 0 {
 		t.Errorf("--help: %v", err)
+	}
+}
+
+// TestCACertFromConfigNeedsNoSecrets: `ca cert --config` reads only the CA,
+// so a transform whose secrets are not available here must not stop it.
+func TestCACertFromConfigNeedsNoSecrets(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := ca.Init(filepath.Join(dir, "ca")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "gateway.yaml")
+	writeFile(t, cfg, `network:
+  allowlist:
+    - domain: telemetry.example.com
+      transform:
+        Authorization: "Bearer ${env:HOOKGATE_TEST_SURELY_UNSET}"
+        X-Key: "${file:no-such-secret}"
+ca:
+  cert_file: ca/ca.pem
+  key_file: ca/ca-key.pem
+`)
+	var out, errOut bytes.Buffer
+	if err := runCA(context.Background(), []string{"cert", "--config", cfg}, nil, &out, &errOut); err != nil {
+		t.Fatalf("ca cert --config: %v\n%s", err, errOut.String())
+	}
+	want, err := os.ReadFile(filepath.Join(dir, "ca", "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(bytes.TrimSpace(out.Bytes()), bytes.TrimSpace(want)) {
+		t.Fatalf("printed:\n%s\nwant the CA certificate:\n%s", out.String(), want)
+	}
+	if strings.Contains(out.String(), "unused") {
+		t.Fatal("a placeholder secret reached the output")
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"strings"
 )
 
-func runCheck(_ context.Context, args []string, _ io.Reader, stdout, _ io.Writer) error {
-	fs := newFlagSet("check", "Validate a gateway config file and print what it configures.\nExits non-zero and lists every problem (file:line: field: message) on errors.", stdout)
+func runCheck(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("check", "Validate a gateway config file, open every file it names (the CA, upstream.ca_file,\n"+
+		"admin.token_file) as serve would, and print what it configures.\n"+
+		"Exits non-zero and lists every problem (file:line: field: message) on errors.", stdout)
 	configFile := fs.String("config", "", "gateway config `file` to check (required)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -17,8 +19,14 @@ func runCheck(_ context.Context, args []string, _ io.Reader, stdout, _ io.Writer
 		return fmt.Errorf("%w: check needs --config FILE", errUsage)
 	}
 	cfg, err := loadConfig(*configFile)
+	if err == nil {
+		_, err = openGatewayFiles(cfg, "")
+	}
 	if err != nil {
 		return &exitError{code: 1, msg: "invalid configuration:\n" + err.Error()}
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(stderr, "warning: %v\n", w)
 	}
 	fmt.Fprintf(stdout, "%s: OK\n", cfg.File)
 	fmt.Fprintf(stdout, "  listen.proxy   %s\n", cfg.ProxyListen)

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,11 +22,12 @@ import (
 // maxEventSize bounds the event JSON read from stdin.
 const maxEventSize = 16 << 20
 
-const hooksUsage = `usage: gateway hooks run pre_tool_execution|post_tool_execution [flags] < event.json
+const hooksUsage = `usage: gateway hooks run EVENT [flags] < event.json
        gateway hooks check [flags]
 
 run    runs the hooks of .agents/hooks.json and /.agents/hooks.json for one tool
        event read on stdin, prints the decision JSON and exits 0 (allow) or 2 (deny).
+       EVENT is pre_tool_execution or post_tool_execution.
 check  prints every group, matcher and handler loaded, and the problems found;
        exits 1 when there are errors.
 `
@@ -58,7 +61,16 @@ func notDeny(err error) error {
 }
 
 func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("hooks run", "run the hooks for one tool event (event JSON on stdin)", stderr)
+	strictDefault, err := strictFromEnv()
+	if err != nil {
+		return err
+	}
+	fs := newFlagSet("hooks run", "", stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, hooksRunUsage)
+		fs.PrintDefaults()
+	}
+	strict := fs.Bool("strict", strictDefault, "deny (pre events) when a hooks.json has errors, instead of running what loaded and allowing\n(default from "+strictEnv+"=1)")
 	workspace := fs.String("workspace", "", "workspace directory: its .agents/hooks.json is loaded and commands run there (default: current directory)")
 	root := fs.String("root", "/", "directory standing for / : ROOT/.agents/hooks.json is the authoritative file")
 	envID := fs.String("environment-id", "", "environment_id to add to the event when it has none")
@@ -90,7 +102,9 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if err != nil {
 		return fmt.Errorf("%w: hooks run: --log-level: %v", errUsage, err)
 	}
-	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
+	// No level hides load errors (logged at error level): a broken
+	// hooks.json must never pass unnoticed.
+	log := zerolog.New(stderr).Level(min(level, zerolog.ErrorLevel)).With().Timestamp().Logger()
 
 	data, err := io.ReadAll(io.LimitReader(stdin, maxEventSize+1))
 	if err != nil {
@@ -106,14 +120,17 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 
 	hooks, problems, err := sandbox.Load(sandbox.LoadOptions{Workspace: *workspace, Root: *root})
 	if err != nil {
-		return err
+		if !*strict {
+			return err
+		}
+		// A file that exists but cannot be read is the worst load error:
+		// strict mode denies on it like on any other.
+		hooks, problems = &sandbox.Hooks{Workspace: *workspace}, []sandbox.Problem{{Severity: sandbox.SeverityError, File: sandbox.HooksFile, Message: err.Error()}}
 	}
 	for _, p := range problems {
-		e := log.Warn()
-		if p.Severity == sandbox.SeverityError {
-			e = log.Error()
+		if p.Severity != sandbox.SeverityError { // errors: logged by the runner on every run
+			log.Warn().Str("problem", p.String()).Msg("hooks.json")
 		}
-		e.Str("problem", p.String()).Msg("hooks.json")
 	}
 
 	client, err := hookhttp.New(hookhttp.Options{Version: gatewayVersion(), Proxy: *proxy, CAFile: *caFile})
@@ -122,7 +139,8 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	defer client.Close()
 
-	runner := sandbox.NewRunner(hooks, sandbox.RunnerOptions{Logger: log, HTTP: client, Deadline: *deadline})
+	runner := sandbox.NewRunner(hooks, sandbox.RunnerOptions{Logger: log, HTTP: client, Deadline: *deadline,
+		LoadProblems: problems, FailClosedOnLoadError: *strict})
 	d := runner.Run(ctx, ev)
 	out, err := json.Marshal(d)
 	if err != nil {
@@ -134,6 +152,31 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	return nil
 }
+
+// strictEnv turns on --strict for `hooks run` from the environment, for
+// runtimes that cannot change the command line.
+const strictEnv = "HOOKGATE_HOOKS_STRICT"
+
+func strictFromEnv() (bool, error) {
+	v := os.Getenv(strictEnv)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s=%q: want 1 or 0", errUsage, strictEnv, v)
+	}
+	return b, nil
+}
+
+const hooksRunUsage = `usage: gateway hooks run EVENT [flags] < event.json
+
+Run the hooks for one tool event. EVENT is pre_tool_execution or
+post_tool_execution; the event JSON is read on stdin. Prints the decision
+JSON and exits 0 (allow) or 2 (deny); 1 on a usage error.
+
+flags:
+`
 
 func runHooksCheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("hooks check", "print the hooks that were loaded and the problems found", stderr)
@@ -163,13 +206,17 @@ func runHooksCheck(args []string, stdout, stderr io.Writer) error {
 }
 
 func printHooks(w io.Writer, h *sandbox.Hooks) {
-	if len(h.Files) == 0 {
-		fmt.Fprintf(w, "no hooks.json found (looked for %s in the workspace %s and under the root)\n", sandbox.HooksFile, h.Workspace)
-		return
+	fmt.Fprintln(w, "looked for (root first):")
+	for _, f := range h.Searched {
+		state := "not found"
+		if slices.Contains(h.Files, f) {
+			state = "loaded"
+		}
+		fmt.Fprintf(w, "  %s  (%s)\n", f, state)
 	}
-	fmt.Fprintln(w, "files (root first):")
-	for _, f := range h.Files {
-		fmt.Fprintln(w, "  "+f)
+	if len(h.Files) == 0 {
+		fmt.Fprintln(w, "no hooks.json found: no hooks run")
+		return
 	}
 	fmt.Fprintf(w, "commands run in: %s\n", h.Workspace)
 	for _, g := range h.Groups {

@@ -34,7 +34,8 @@ func runHooksCLI(t *testing.T, stdin string, args ...string) (string, string, in
 	defer cancel()
 	var out, errb bytes.Buffer
 	err := run(ctx, append([]string{"hooks"}, args...), strings.NewReader(stdin), &out, &errb)
-	return out.String(), errb.String(), exitCode(err, &errb)
+	code := exitCode(err, &errb) // first: it writes the error to errb
+	return out.String(), errb.String(), code
 }
 
 const gateHooks = `{"gate": {"pre_tool_execution": [{"matcher": "code_execution", "hooks": [
@@ -135,5 +136,135 @@ func TestHooksCheck(t *testing.T) {
 	root2, ws2 := hooksEnv(t, gateHooks, "")
 	if out, _, code := runHooksCLI(t, "", "check", "--root", root2, "--workspace", ws2); code != 0 {
 		t.Errorf("clean check: exit %d\n%s", code, out)
+	}
+}
+
+// A gate written in another tool's shape: a top-level list. It does not
+// load, so nothing would guard code_execution.
+const wrongShapeHooks = `[{"matcher": "code_execution", "hooks": [{"command": "echo '{\"decision\":\"deny\"}'"}]}]`
+
+// stderrLines parses the JSON log lines of `hooks run`.
+func stderrLines(t *testing.T, stderr string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("stderr line not JSON: %q", l)
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// TestHooksRunLoadErrors: a hooks.json that does not load is reported on
+// stderr on every run as a load-error line, whatever the log level; by
+// default the run then allows (fail-open, said so); --strict or
+// HOOKGATE_HOOKS_STRICT=1 make it deny.
+func TestHooksRunLoadErrors(t *testing.T) {
+	root, ws := hooksEnv(t, wrongShapeHooks, "")
+	event := `{"tool_call": {"name": "code_execution", "args": {"code": "rm -rf /"}}}`
+	base := []string{"run", "pre_tool_execution", "--root", root, "--workspace", ws}
+	rootFile := filepath.Join(root, ".agents", "hooks.json")
+
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		env    string // HOOKGATE_HOOKS_STRICT
+		code   int
+		effect string
+	}{
+		{"default", base, "", 0, "fail-open"},
+		{"log level disabled", append(base, "--log-level", "disabled"), "", 0, "fail-open"},
+		{"--strict", append(base, "--strict"), "", 2, "fail-closed"},
+		{"env", base, "1", 2, "fail-closed"},
+		{"env, flag says no", append(base, "--strict=false"), "1", 0, "fail-open"},
+		{"post event", append([]string{"run", "post_tool_execution"}, append(base[2:], "--strict")...), "", 0, "ignored"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("HOOKGATE_HOOKS_STRICT", tc.env)
+			out, errOut, code := runHooksCLI(t, event, tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stdout %q, stderr %q", code, tc.code, out, errOut)
+			}
+			var d struct{ Decision, Reason string }
+			if err := json.Unmarshal([]byte(out), &d); err != nil {
+				t.Fatalf("stdout %q: %v", out, err)
+			}
+			if tc.code == 2 && (d.Decision != "deny" || !strings.Contains(d.Reason, "hooks.json did not load") || !strings.Contains(d.Reason, rootFile)) {
+				t.Errorf("decision %+v", d)
+			}
+			var loadLines int
+			for _, l := range stderrLines(t, errOut) {
+				if l["outcome"] != "load-error" {
+					continue
+				}
+				loadLines++
+				if l["effect"] != tc.effect || !strings.Contains(l["detail"].(string), rootFile+":1:1: error: the top level must be an object") {
+					t.Errorf("load-error line %v, want effect %s and the problem", l, tc.effect)
+				}
+			}
+			if loadLines != 1 {
+				t.Errorf("%d load-error lines, want 1:\n%s", loadLines, errOut)
+			}
+		})
+	}
+
+	t.Run("unreadable file", func(t *testing.T) {
+		root, ws := hooksEnv(t, "", "")
+		if err := os.MkdirAll(filepath.Join(root, ".agents", "hooks.json"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"run", "pre_tool_execution", "--root", root, "--workspace", ws}
+		if out, errOut, code := runHooksCLI(t, event, args...); code != 1 || out != "" {
+			t.Errorf("default: exit %d, stdout %q, stderr %q; want exit 1", code, out, errOut)
+		}
+		out, errOut, code := runHooksCLI(t, event, append(args, "--strict")...)
+		if code != 2 || !strings.Contains(out, `"decision":"deny"`) || !strings.Contains(errOut, "load-error") {
+			t.Errorf("strict: exit %d, stdout %q, stderr %q; want a deny", code, out, errOut)
+		}
+	})
+
+	t.Run("bad env value", func(t *testing.T) {
+		t.Setenv("HOOKGATE_HOOKS_STRICT", "maybe")
+		_, errOut, code := runHooksCLI(t, event, base...)
+		if code != 1 || !strings.Contains(errOut, `HOOKGATE_HOOKS_STRICT="maybe"`) {
+			t.Errorf("exit %d, stderr %q", code, errOut)
+		}
+	})
+}
+
+func TestHooksRunHelpNamesEvent(t *testing.T) {
+	_, errOut, code := runHooksCLI(t, "", "run", "--help")
+	if code != 0 || !strings.Contains(errOut, "usage: gateway hooks run EVENT [flags]") || !strings.Contains(errOut, "pre_tool_execution or") || !strings.Contains(errOut, "-strict") {
+		t.Fatalf("exit %d, help:\n%s", code, errOut)
+	}
+}
+
+// TestHooksCheckMissingRoot: check says where it looked, and warns when the
+// root directory itself is missing.
+func TestHooksCheckMissingRoot(t *testing.T) {
+	_, ws := hooksEnv(t, "", gateHooks)
+	root := filepath.Join(t.TempDir(), "no-such-root")
+	out, errOut, code := runHooksCLI(t, "", "check", "--root", root, "--workspace", ws)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		filepath.Join(root, ".agents", "hooks.json") + "  (not found)",
+		filepath.Join(ws, ".agents", "hooks.json") + "  (loaded)",
+		"the root directory " + root + " does not exist",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+	_, ws2 := hooksEnv(t, "", "")
+	out, _, _ = runHooksCLI(t, "", "check", "--root", root, "--workspace", ws2)
+	if !strings.Contains(out, filepath.Join(root, ".agents", "hooks.json")+"  (not found)") || !strings.Contains(out, "no hooks.json found") {
+		t.Errorf("no files: check output:\n%s", out)
 	}
 }

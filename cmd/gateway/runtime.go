@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -53,6 +52,7 @@ type gateway struct {
 	recent  *admin.Ring[any]
 	leaves  *ca.LeafCache
 	caPEM   []byte
+	token   string // the admin API's bearer token; "" for none
 	own     []netip.Addr
 	proxy   *proxy.Server
 	dns     *dnsserver.Server
@@ -90,16 +90,13 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 		recent:  admin.NewRing[any](recentDecisions),
 		own:     append(own, interfaceAddresses()...),
 	}
-	leaves, caPEM, err := loadCA(cfg)
+	files, err := openGatewayFiles(cfg, o.upstreamCA)
 	if err != nil {
 		return nil, err
 	}
-	g.leaves, g.caPEM = leaves, caPEM
+	g.leaves, g.caPEM, g.token = files.leaves, files.caPEM, files.token
+	leaves, roots := files.leaves, files.roots
 	p, err := g.policy(cfg)
-	if err != nil {
-		return nil, err
-	}
-	roots, err := upstreamRoots(cfg.UpstreamCAFile, o.upstreamCA)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +195,9 @@ func (g *gateway) swap() (uint64, error) {
 	cfg, err := loadGatewayConfig(g.opts)
 	if err != nil {
 		return 0, err
+	}
+	for _, w := range cfg.Warnings {
+		g.log.Warn().Str("problem", w.Error()).Msg("config")
 	}
 	if changed := restartOnly(g.cfg.Load(), cfg); len(changed) > 0 {
 		g.log.Warn().Strs("fields", changed).Msg("these settings change only on restart; the rest of the new config applies now")
@@ -316,33 +316,6 @@ func (g *gateway) readiness() error {
 		return fmt.Errorf("listeners not up yet")
 	}
 	return nil
-}
-
-// loadCA loads the gateway's CA when the config names one.
-func loadCA(cfg *config.Config) (*ca.LeafCache, []byte, error) {
-	if cfg.CACertFile == "" {
-		return nil, nil, nil
-	}
-	authority, err := ca.Load(cfg.CACertFile, cfg.CAKeyFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("ca: %w (make one with `gateway ca init`)", err)
-	}
-	return ca.NewLeafCache(authority, 0), authority.CertPEM(), nil
-}
-
-// readToken reads the admin API's bearer token file; "" when none is set.
-func readToken(file string) (string, error) {
-	if file == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("admin.token_file: %w", err)
-	}
-	if strings.TrimSpace(string(b)) == "" {
-		return "", fmt.Errorf("admin.token_file %s is empty", file)
-	}
-	return string(b), nil
 }
 
 // serveAdmin serves the admin API on ln until the returned server is shut

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -58,6 +57,9 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if cfg.DNSDenied == config.DNSDeniedSinkhole && cfg.TransparentListen == "" {
 		logger.Warn().Msg("network.dns.denied is sinkhole but listen.transparent is off: denied names resolve to an address that leads nowhere")
 	}
+	for _, w := range cfg.Warnings {
+		logger.Warn().Str("problem", w.Error()).Msg("config")
+	}
 	for _, ap := range o.exempt {
 		logger.Warn().Str("upstream", ap.String()).
 			Msg("TEST MODE: --test-allow-upstream exempts this address from the address policy; never use it in production")
@@ -67,10 +69,6 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 			return fmt.Errorf("%w: --redirect needs listen.transparent and listen.dns in the config", errUsage)
 		}
 		o.dialControl = markSocket
-	}
-	token, err := readToken(cfg.AdminTokenFile)
-	if err != nil {
-		return err
 	}
 	// Before anything serves: a SIGHUP must never hit the default action
 	// (terminate) once the gateway is up.
@@ -114,7 +112,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	var adminSrv *http.Server
 	if ls.admin != nil {
-		adminSrv = serveAdmin(g.adminHandler(token), ls.admin)
+		adminSrv = serveAdmin(g.adminHandler(g.token), ls.admin)
 	}
 	g.ready.Store(true)
 	logger.Info().Str("proxy", addrOf(ls.proxy)).Str("transparent", addrOf(ls.transparent)).
@@ -290,27 +288,6 @@ func interfaceAddresses() []netip.Addr {
 		}
 	}
 	return own
-}
-
-// upstreamRoots is the system pool plus the PEM files given.
-func upstreamRoots(files ...string) (*x509.CertPool, error) {
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
-	for _, f := range files {
-		if f == "" {
-			continue
-		}
-		pem, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("upstream CA: %w", err)
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("upstream CA %s: no PEM certificate found", f)
-		}
-	}
-	return pool, nil
 }
 
 // newResolver returns the system resolver, or one that asks only the

@@ -23,8 +23,18 @@ else
   echo "check.sh: no gateway binary (HOOKGATE_BIN) and no go; skipping the config checks" >&2
   exit 0
 fi
-# check reads TELEMETRY_TOKEN (the transform); any value will do here.
-TELEMETRY_TOKEN=check "$@" check --config examples/compose/gateway.yaml >/dev/null
+# check opens every file the config names, as serve does; in the demo the
+# CA and the receiver's certificate are made when the containers start, so a
+# copy of the config gets stand-ins next to it: a fresh CA, and its
+# certificate as the receiver's. check reads TELEMETRY_TOKEN (the
+# transform); any value will do here.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp examples/compose/gateway.yaml "$tmp/gateway.yaml"
+"$@" ca init --dir "$tmp/ca" >/dev/null
+mkdir "$tmp/receiver-tls"
+cp "$tmp/ca/ca.pem" "$tmp/receiver-tls/cert.pem"
+TELEMETRY_TOKEN=check "$@" check --config "$tmp/gateway.yaml" >/dev/null
 echo "examples/compose/gateway.yaml: OK"
 "$@" hooks check --root examples/compose --workspace /nonexistent >/dev/null
 echo "examples/compose/.agents/hooks.json: OK"
