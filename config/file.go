@@ -62,16 +62,21 @@ type fileEntry struct {
 
 // fileTimeouts are Go duration strings ("90s", "5m"); "" keeps the default.
 type fileTimeouts struct {
-	Resolve        string `yaml:"resolve"`
-	Dial           string `yaml:"dial"`
-	TLSHandshake   string `yaml:"tls_handshake"`
-	ResponseHeader string `yaml:"response_header"`
-	TunnelIdle     string `yaml:"tunnel_idle"`
+	Resolve        durationText `yaml:"resolve"`
+	Dial           durationText `yaml:"dial"`
+	TLSHandshake   durationText `yaml:"tls_handshake"`
+	ResponseHeader durationText `yaml:"response_header"`
+	TunnelIdle     durationText `yaml:"tunnel_idle"`
 }
 
 type fileEntryTimeouts struct {
-	ResponseHeader string `yaml:"response_header"`
+	ResponseHeader durationText `yaml:"response_header"`
 }
+
+// durationText is a duration written as a Go duration string, parsed and
+// bounded by its owner; its own type lets the schema check answer a bare
+// number ("10") with the unit it lacks rather than "quote it".
+type durationText string
 
 type fileDNS struct {
 	Servers []string `yaml:"servers"`

@@ -22,6 +22,7 @@ const (
 var (
 	yamlNodeType      = reflect.TypeOf(yaml.Node{})
 	durationType      = reflect.TypeOf(time.Duration(0))
+	durationTextType  = reflect.TypeOf(durationText(""))
 	yamlUnmarshalType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
 )
 
@@ -91,6 +92,10 @@ func (c *treeChecker) check(n *yaml.Node, t reflect.Type, path string) {
 	}
 	if t == durationType {
 		c.duration(n, path)
+		return
+	}
+	if t == durationTextType {
+		c.durationText(n, path)
 		return
 	}
 	switch t.Kind() {
@@ -210,6 +215,16 @@ func (c *treeChecker) scalar(n *yaml.Node, path, want string, tags ...string) {
 	default:
 		c.reject(n, path, "must be %s, not %s", want, describe(n))
 	}
+}
+
+// durationText is a string, except that a bare number gets the unit it lacks
+// as its hint.
+func (c *treeChecker) durationText(n *yaml.Node, path string) {
+	if n.Kind == yaml.ScalarNode && (n.Tag == tagInt || n.Tag == tagFloat) {
+		c.reject(n, path, "%q has no unit; did you mean %q?", n.Value, n.Value+"s")
+		return
+	}
+	c.str(n, path)
 }
 
 func (c *treeChecker) duration(n *yaml.Node, path string) {

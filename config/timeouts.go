@@ -48,15 +48,15 @@ type timeoutField struct {
 
 var timeoutFields = []timeoutField{
 	{"resolve", DefaultResolveTimeout, time.Minute,
-		func(t *Timeouts) *time.Duration { return &t.Resolve }, func(f *fileTimeouts) string { return f.Resolve }},
+		func(t *Timeouts) *time.Duration { return &t.Resolve }, func(f *fileTimeouts) string { return string(f.Resolve) }},
 	{"dial", DefaultDialTimeout, 5 * time.Minute,
-		func(t *Timeouts) *time.Duration { return &t.Dial }, func(f *fileTimeouts) string { return f.Dial }},
+		func(t *Timeouts) *time.Duration { return &t.Dial }, func(f *fileTimeouts) string { return string(f.Dial) }},
 	{"tls_handshake", DefaultTLSHandshakeTimeout, 5 * time.Minute,
-		func(t *Timeouts) *time.Duration { return &t.TLSHandshake }, func(f *fileTimeouts) string { return f.TLSHandshake }},
+		func(t *Timeouts) *time.Duration { return &t.TLSHandshake }, func(f *fileTimeouts) string { return string(f.TLSHandshake) }},
 	{"response_header", DefaultResponseHeaderTimeout, time.Hour,
-		func(t *Timeouts) *time.Duration { return &t.ResponseHeader }, func(f *fileTimeouts) string { return f.ResponseHeader }},
+		func(t *Timeouts) *time.Duration { return &t.ResponseHeader }, func(f *fileTimeouts) string { return string(f.ResponseHeader) }},
 	{"tunnel_idle", DefaultTunnelIdleTimeout, 24 * time.Hour,
-		func(t *Timeouts) *time.Duration { return &t.TunnelIdle }, func(f *fileTimeouts) string { return f.TunnelIdle }},
+		func(t *Timeouts) *time.Duration { return &t.TunnelIdle }, func(f *fileTimeouts) string { return string(f.TunnelIdle) }},
 }
 
 // maxResponseHeader bounds an entry's response_header as the top-level one.
@@ -72,7 +72,7 @@ func (c *Config) compileTimeouts(ft fileTimeouts, entries []fileEntry, r *report
 	}
 	for i, e := range entries {
 		field := fmt.Sprintf("network.allowlist[%d].timeouts.response_header", i)
-		if d, ok := parseTimeout(field, e.Timeouts.ResponseHeader, maxResponseHeader, r); ok && i < len(c.Entries) {
+		if d, ok := parseTimeout(field, string(e.Timeouts.ResponseHeader), maxResponseHeader, r); ok && i < len(c.Entries) {
 			c.Entries[i].ResponseHeaderTimeout = d
 		}
 	}
