@@ -109,7 +109,7 @@ func (s *Server) admit(ctx context.Context, t target, d *decision) (admission, *
 		return admission{}, den
 	}
 	g := *s.guard
-	g.Addrs = p.Addrs
+	g.Addrs, g.Pins = p.Addrs, p.rules(v).Addresses
 	dest, err := g.Resolve(ctx, t.host, t.ip, t.port)
 	if err != nil {
 		return admission{}, classifyUpstream(err, t.host)

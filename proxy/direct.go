@@ -110,7 +110,7 @@ func (s *Server) exchange(uc *upstreamConn, r *http.Request) (*http.Response, er
 	for {
 		resp, err := http.ReadResponse(uc.br, r)
 		if err != nil {
-			return nil, err
+			return nil, &responseError{err: err}
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			return resp, nil

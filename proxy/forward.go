@@ -101,7 +101,11 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	return r.WithContext(context.WithValue(r.Context(), policyKey{}, p)), nil
+	rctx := context.WithValue(r.Context(), policyKey{}, p)
+	if len(rules.Addresses) > 0 {
+		rctx = context.WithValue(rctx, pinsKey{}, rules.Addresses)
+	}
+	return r.WithContext(rctx), nil
 }
 
 // forwardState is what a forwarded request carries from onRequest to its

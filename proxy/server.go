@@ -41,6 +41,10 @@ type EntryRules struct {
 	// plain HTTP to the entry is refused, so credentials only travel
 	// encrypted.
 	AllowPlaintext bool
+	// Addresses, if not empty, are the only ranges the entry's hosts may
+	// resolve into, checked on every dial (plain HTTP, tunnels,
+	// intercepted requests); outside them nothing is sent.
+	Addresses []netip.Prefix
 }
 
 // rules returns the entry rules of an allowed verdict.
@@ -166,6 +170,7 @@ func New(o Options) (*Server, error) {
 		s.maxHdr = 64 << 10
 	}
 	s.policy.Store(o.Policy)
+	s.sink.redact = &redactor{policy: s.policy.Load}
 	s.guard = &Guard{
 		Resolver:       o.Resolver,
 		ResolveTimeout: s.timeouts.Resolve,
@@ -300,10 +305,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
 	g := *s.guard
 	g.Addrs = policyFrom(ctx, s).Addrs
+	g.Pins, _ = ctx.Value(pinsKey{}).([]netip.Prefix)
 	return g.DialContext(ctx, network, addr)
 }
 
 type policyKey struct{}
+
+// pinsKey carries the addresses a forwarded request's entry pins to its
+// dial.
+type pinsKey struct{}
 
 // policyFrom returns the policy a request started with.
 func policyFrom(ctx context.Context, s *Server) *Policy {

@@ -43,7 +43,7 @@ func NewTextScrubber(rules ...*Rules) *TextScrubber {
 func encodedForms(sec string) []string {
 	b := []byte(sec)
 	lower := hex.EncodeToString(b)
-	return []string{
+	forms := []string{
 		sec,
 		base64.StdEncoding.EncodeToString(b),
 		base64.RawStdEncoding.EncodeToString(b),
@@ -52,6 +52,13 @@ func encodedForms(sec string) []string {
 		lower,
 		strings.ToUpper(lower),
 	}
+	if strings.ContainsAny(sec, `"\`) {
+		// As it appears inside a JSON string (the admin API's answers):
+		// the only bytes of a secret encoding/json escapes, with HTML
+		// escaping off and no control characters in a secret.
+		forms = append(forms, strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(sec))
+	}
+	return forms
 }
 
 // Text returns s with every secret, and every encoded form of one, replaced

@@ -3,6 +3,7 @@ package transform
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -44,5 +45,20 @@ func TestTextScrubberNil(t *testing.T) {
 	var ts *TextScrubber
 	if ts.Text("x") != "x" || ts.String() == "" {
 		t.Fatal("a nil TextScrubber must change nothing")
+	}
+}
+
+// TestTextScrubberJSONForm: a secret holding '"' or '\' is found in JSON
+// text too, where it appears escaped.
+func TestTextScrubberJSONForm(t *testing.T) {
+	const odd = `tok"en\with-quotes`
+	r, err := Compile([]HeaderSpec{{Name: "X-Key", Value: "${env:ODD}"}}, Options{LookupEnv: func(string) (string, bool) { return odd, true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]string{"reason": "echoed " + odd})
+	got := NewTextScrubber(r).Text(string(b))
+	if strings.Contains(got, `tok\"en`) || !strings.Contains(got, "echoed [redacted]") {
+		t.Fatalf("JSON form not scrubbed: %d bytes left", len(got))
 	}
 }

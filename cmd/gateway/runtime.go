@@ -272,6 +272,7 @@ func (g *gateway) adminHandler(token string) http.Handler {
 		Config:    func() any { return newConfigView(g.cfg.Load(), g.generation.Load()) },
 		Reload:    g.reload,
 		Decisions: func(limit int) any { return g.recent.Last(limit) },
+		Redact:    g.proxy.Redact,
 	})
 }
 
