@@ -49,6 +49,8 @@ type fileEntry struct {
 	// node for its lines and order.
 	Transform      yaml.Node `yaml:"transform"`
 	AllowPlaintext bool      `yaml:"allow_plaintext"`
+	// Addresses are CIDRs the entry's hosts must resolve into.
+	Addresses []string `yaml:"addresses"`
 }
 
 type fileDNS struct {

@@ -35,6 +35,7 @@ type entryView struct {
 	Kind           string            `json:"kind"`
 	Transform      map[string]string `json:"transform,omitempty"`
 	AllowPlaintext bool              `json:"allow_plaintext,omitempty"`
+	Addresses      []string          `json:"addresses,omitempty"`
 }
 
 type upstreamView struct {
@@ -76,6 +77,9 @@ func newConfigView(c *config.Config, generation uint64) configView {
 				ev.Transform = rules.References()
 			}
 			ev.AllowPlaintext = c.Entries[e.Index].AllowPlaintext
+			for _, p := range c.Entries[e.Index].Addresses {
+				ev.Addresses = append(ev.Addresses, p.String())
+			}
 		}
 		v.Allowlist = append(v.Allowlist, ev)
 	}

@@ -139,7 +139,7 @@ func (g *gateway) policy(cfg *config.Config) (*proxy.Policy, error) {
 	}
 	entries := make([]proxy.EntryRules, len(cfg.Entries))
 	for i, e := range cfg.Entries {
-		entries[i] = proxy.EntryRules{Transform: e.Transform, AllowPlaintext: e.AllowPlaintext}
+		entries[i] = proxy.EntryRules{Transform: e.Transform, AllowPlaintext: e.AllowPlaintext, Addresses: e.Addresses}
 	}
 	return &proxy.Policy{Allowlist: cfg.Allowlist, Addrs: addrs, Entries: entries}, nil
 }
