@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/hookgate/hookgate/allowlist"
 )
 
 // Code is the machine-readable reason of a refusal, sent as X-Proxy-Error and
@@ -48,7 +50,13 @@ type denial struct {
 
 func (d *denial) Error() string { return string(d.code) + ": " + d.reason }
 
+// deny builds a denial. host is named in the answer only when it is a
+// valid host (callers may pass what the client sent, which an answer does
+// not echo); format and args must not carry a peer's bytes either.
 func deny(code Code, status int, host, format string, args ...any) *denial {
+	if normalized, _, err := allowlist.NormalizeHost(host); err != nil || normalized != host {
+		host = ""
+	}
 	return &denial{code: code, status: status, host: host, reason: fmt.Sprintf(format, args...)}
 }
 

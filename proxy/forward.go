@@ -65,7 +65,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	case "https":
 		defaultPort = 443
 	default:
-		return r, s.refuse(r, d, badRequest(r.URL.Host, "scheme %q is not proxied; only http and https", r.URL.Scheme))
+		return r, s.refuse(r, d, badRequest(r.URL.Host, "the scheme is not proxied; only http and https are"))
 	}
 	t, den := parseTarget(r.URL.Hostname(), r.URL.Port(), defaultPort)
 	d.host, d.port = t.host, t.port

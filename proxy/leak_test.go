@@ -476,3 +476,38 @@ func answerForms(template, secret string, forms map[string]string) map[string]st
 	}
 	return forms
 }
+
+// TestClientBytesNotQuoted: what a client sends in a refused request (here
+// the credential itself, as a sandbox that learnt it might) is not quoted
+// back by the reasons that judge its syntax, and no form of it reaches
+// the log or /v1/decisions, where the policy's scrubber is the last line.
+func TestClientBytesNotQuoted(t *testing.T) {
+	e := newLeakEnv(t)
+	forms := leakForms(e.secret)
+	s := e.secret
+	tests := []struct {
+		name, request string
+		code          Code
+		quoted        bool // the answer may name the (normalised) host
+	}{
+		{"scheme", "GET x" + s + "://telemetry.example.com/ HTTP/1.1\r\nHost: telemetry.example.com\r\n\r\n", CodeBadRequest, false},
+		{"host syntax", "CONNECT " + s + "_!.example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n", CodeBadRequest, false},
+		{"host label too long", "CONNECT " + strings.Repeat(s, 3) + ".example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n", CodeBadRequest, false},
+		{"not allowed", "CONNECT " + s + ".example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n", CodeAllowlist, true},
+		{"not allowed, plain", "GET http://" + s + ".example.com/ HTTP/1.1\r\nHost: x\r\n\r\n", CodeAllowlist, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			answer := e.gw.raw(t, tt.request)
+			if !strings.Contains(answer, "X-Proxy-Error: "+string(tt.code)) {
+				t.Fatalf("answer has no %s (%d bytes)", tt.code, len(answer))
+			}
+			if !tt.quoted {
+				assertNoLeak(t, "the answer", answer, forms)
+			}
+		})
+	}
+	e.gw.logs.waitDecisions(t, len(tests))
+	assertNoLeak(t, "the gateway's log", e.gw.logs.String(), forms)
+	assertNoLeak(t, "/v1/decisions", e.decisionsAnswer(t), forms)
+}
