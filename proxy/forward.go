@@ -23,7 +23,7 @@ func (s *Server) newForwarder() *goproxy.ProxyHttpServer {
 	gp.ConnectDialWithReq = nil
 	gp.AllowHTTP2 = false
 	gp.Verbose = false
-	gp.Logger = newStdLogger(s.log)
+	gp.Logger = s.stdLogger()
 	gp.KeepAcceptEncoding = true
 	gp.NonproxyHandler = http.HandlerFunc(s.serveNonProxy)
 	gp.OnRequest().DoFunc(s.onRequest)

@@ -511,3 +511,16 @@ func TestClientBytesNotQuoted(t *testing.T) {
 	assertNoLeak(t, "the gateway's log", e.gw.logs.String(), forms)
 	assertNoLeak(t, "/v1/decisions", e.decisionsAnswer(t), forms)
 }
+
+// TestStdLoggerRedacts: net/http's and goproxy's own messages, which quote
+// errors the gateway did not word, pass the policy's scrubber too.
+func TestStdLoggerRedacts(t *testing.T) {
+	e := newLeakEnv(t)
+	e.gw.srv.stdLogger().Printf("httputil: ReverseProxy read error: malformed %q and %s", "Bearer "+e.secret,
+		base64.StdEncoding.EncodeToString([]byte(e.secret)))
+	logs := e.gw.logs.String()
+	if !strings.Contains(logs, `malformed \"[redacted]\" and [redacted]`) {
+		t.Errorf("the message did not reach the log redacted (%d bytes of log)", len(logs))
+	}
+	assertNoLeak(t, "the gateway's log", logs, leakForms(e.secret))
+}

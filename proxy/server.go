@@ -208,7 +208,7 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 		ReadHeaderTimeout: s.timeouts.ReadHeader,
 		IdleTimeout:       s.timeouts.Idle,
 		MaxHeaderBytes:    s.maxHdr,
-		ErrorLog:          newStdLogger(s.log),
+		ErrorLog:          s.stdLogger(),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
 		},
