@@ -120,8 +120,16 @@ type Options struct {
 	Reload func(ctx context.Context) (generation uint64, err error)
 
 	// Decisions returns up to limit recent decisions, newest first,
-	// typically Ring.Last. What it returns is encoded as it is.
+	// typically Ring.Last. What it returns is encoded, then passed through
+	// Redact.
 	Decisions func(limit int) any
+
+	// Redact, if set, scrubs the encoded answer of /v1/decisions (the
+	// gateway's secrets, in every form it knows, become "[redacted]")
+	// before it is sent: decisions quote hosts and reasons, and an answer
+	// that reaches an HTTP hook must not carry a credential even if one of
+	// those slipped through.
+	Redact func(string) string
 }
 
 type server struct {
@@ -252,7 +260,7 @@ func (s *server) decisions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, s.o.Decisions(limit))
+	writeJSONRedacted(w, http.StatusOK, s.o.Decisions(limit), s.o.Redact)
 }
 
 // parseLimit reads ?limit=N: absent → DefaultDecisionLimit; a decimal
@@ -428,6 +436,12 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // writeJSON encodes v fully before writing, so that an encoding failure
 // still gets a clean 500 rather than half a body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	writeJSONRedacted(w, status, v, nil)
+}
+
+// writeJSONRedacted is writeJSON with the encoded answer passed through
+// redact, when it is set.
+func writeJSONRedacted(w http.ResponseWriter, status int, v any, redact func(string) string) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // keep "${env:X}" and "<...>" readable; this is not HTML
@@ -436,10 +450,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		_ = json.NewEncoder(&buf).Encode(errorResponse{Error: "encode response: " + err.Error()})
 	}
+	body := buf.Bytes()
+	if redact != nil {
+		body = []byte(redact(buf.String()))
+	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
 }
 
 func writeText(w http.ResponseWriter, status int, s string) {

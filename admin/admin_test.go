@@ -603,6 +603,26 @@ func TestReferencesReturnedAsIs(t *testing.T) {
 	}
 }
 
+// TestDecisionsRedacted: the encoded answer of /v1/decisions passes
+// Redact; its Content-Length is the redacted body's.
+func TestDecisionsRedacted(t *testing.T) {
+	const secret = "adm-canary-91c3f0e2"
+	ring := admin.NewRing[map[string]string](10)
+	ring.Add(map[string]string{"reason": "the upstream echoed " + secret})
+	o := admin.Options{
+		Decisions: func(n int) any { return ring.Last(n) },
+		Redact:    func(s string) string { return strings.ReplaceAll(s, secret, "[redacted]") },
+	}
+	r := start(t, o).do(t, "GET", "/v1/decisions", "")
+	if r.status != 200 || strings.Contains(r.body, secret) || !strings.Contains(r.body, "echoed [redacted]") {
+		t.Fatalf("%d: the answer was not redacted", r.status)
+	}
+	var got []map[string]string
+	if err := json.Unmarshal([]byte(r.body), &got); err != nil || len(got) != 1 {
+		t.Fatalf("redacted answer is not the JSON list: %v", err)
+	}
+}
+
 func TestRequestLog(t *testing.T) {
 	o := fullOptions()
 	o.Token = testToken

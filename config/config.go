@@ -85,6 +85,9 @@ type Entry struct {
 	// ResponseHeaderTimeout replaces Timeouts.ResponseHeader for this
 	// entry; 0: the top-level one.
 	ResponseHeaderTimeout time.Duration
+	// Addresses, if not empty, are the only ranges the entry's hosts may
+	// resolve into (network.allowlist[].addresses).
+	Addresses []netip.Prefix
 }
 
 // HasTransforms reports whether any entry injects headers (and so the
@@ -374,6 +377,9 @@ func (c *Config) compileEntries(entries []fileEntry, topts transform.Options, r 
 	c.Entries = make([]Entry, len(entries))
 	for i, e := range entries {
 		field := fmt.Sprintf("network.allowlist[%d]", i)
+		if e.Addresses != nil {
+			c.Entries[i].Addresses = entryAddresses(e.Addresses, field+".addresses", r)
+		}
 		if e.Transform.Kind == 0 {
 			if e.AllowPlaintext {
 				r.at(field+".allow_plaintext", "only applies to an entry with a transform")
@@ -398,8 +404,41 @@ func (c *Config) compileEntries(entries []fileEntry, topts transform.Options, r 
 			r.at(field+".transform", "%v", err)
 			continue
 		}
-		c.Entries[i] = Entry{Transform: rules, AllowPlaintext: e.AllowPlaintext}
+		c.Entries[i].Transform, c.Entries[i].AllowPlaintext = rules, e.AllowPlaintext
 	}
+}
+
+// entryAddresses reads an entry's addresses: CIDRs (or single addresses)
+// its hosts must resolve into.
+func entryAddresses(list []string, field string, r *reporter) []netip.Prefix {
+	if len(list) == 0 {
+		r.at(field, "an empty list would refuse every address; remove it, or list the CIDRs the entry's hosts resolve into")
+		return nil
+	}
+	pins := make([]netip.Prefix, 0, len(list))
+	for j, s := range list {
+		f := fmt.Sprintf("%s[%d]", field, j)
+		text := strings.TrimSpace(s)
+		pfx, err := netip.ParsePrefix(text)
+		if err != nil {
+			a, aerr := netip.ParseAddr(text)
+			if aerr != nil || a.Zone() != "" {
+				r.at(f, "%q is not a CIDR or an IP address (e.g. 203.0.113.0/24, or 203.0.113.7 for one address)", s)
+				continue
+			}
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+		switch {
+		case pfx.Addr().Is4In6():
+			r.at(f, "%q is an IPv4-mapped IPv6 range; write it in IPv4 form", s)
+			continue
+		case pfx != pfx.Masked():
+			r.at(f, "%q has host bits set; did you mean %q?", s, pfx.Masked().String())
+			continue
+		}
+		pins = append(pins, pfx)
+	}
+	return pins
 }
 
 // headerSpecs reads a transform: a map of header: value, or a list of such

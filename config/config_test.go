@@ -260,6 +260,10 @@ func TestLoadTransforms(t *testing.T) {
 	if got := strings.Join(api.Transform.Names(), ","); got != "X-Api-Key,X-Team" || !api.AllowPlaintext {
 		t.Errorf("api entry: names %q, plaintext %v", got, api.AllowPlaintext)
 	}
+	wantPins := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:5::/48"), netip.MustParsePrefix("203.0.113.7/32")}
+	if fmt.Sprint(api.Addresses) != fmt.Sprint(wantPins) || tel.Addresses != nil {
+		t.Errorf("addresses: api %v (want %v), telemetry %v (want none)", api.Addresses, wantPins, tel.Addresses)
+	}
 	var secrets []string
 	for _, s := range append(tel.Transform.Secrets(), api.Transform.Secrets()...) {
 		secrets = append(secrets, s.Reveal())

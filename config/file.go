@@ -58,6 +58,8 @@ type fileEntry struct {
 	AllowPlaintext bool      `yaml:"allow_plaintext"`
 	// Timeouts override the top-level ones for this entry.
 	Timeouts fileEntryTimeouts `yaml:"timeouts"`
+	// Addresses are CIDRs the entry's hosts must resolve into.
+	Addresses []string `yaml:"addresses"`
 }
 
 // fileTimeouts are Go duration strings ("90s", "5m"); "" keeps the default.

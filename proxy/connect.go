@@ -112,6 +112,7 @@ func (s *Server) admit(ctx context.Context, t target, d *decision) (admission, *
 	}
 	tm := s.timeoutsFor(p, p.rules(v))
 	g := s.guardFor(p, tm)
+	g.Pins = p.rules(v).Addresses
 	dest, err := g.Resolve(ctx, t.host, t.ip, t.port)
 	if err != nil {
 		return admission{}, classifyUpstream(err, t.host)

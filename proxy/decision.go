@@ -130,10 +130,12 @@ type Observer struct {
 	Limited func(Code)
 }
 
-// sink is where decisions go: the log and the observer.
+// sink is where decisions go: the log and the observer, both through the
+// redactor.
 type sink struct {
 	log      zerolog.Logger
 	observer Observer
+	redact   *redactor // nil: nothing to scrub
 }
 
 func (d *decision) record() Record {
@@ -159,7 +161,7 @@ func (d *decision) record() Record {
 // whatever calls it.
 func (d *decision) log(k *sink) {
 	d.once.Do(func() {
-		r := d.record()
+		r := k.redact.record(d.record())
 		level := zerolog.InfoLevel
 		if d.denial != nil && d.denial.status >= 500 {
 			level = zerolog.WarnLevel

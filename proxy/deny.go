@@ -10,8 +10,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"github.com/hookgate/hookgate/allowlist"
 )
 
 // Code is the machine-readable reason of a refusal, sent as X-Proxy-Error and
@@ -46,7 +50,13 @@ type denial struct {
 
 func (d *denial) Error() string { return string(d.code) + ": " + d.reason }
 
+// deny builds a denial. host is named in the answer only when it is a
+// valid host (callers may pass what the client sent, which an answer does
+// not echo); format and args must not carry a peer's bytes either.
 func deny(code Code, status int, host, format string, args ...any) *denial {
+	if normalized, _, err := allowlist.NormalizeHost(host); err != nil || normalized != host {
+		host = ""
+	}
 	return &denial{code: code, status: status, host: host, reason: fmt.Sprintf(format, args...)}
 }
 
@@ -106,60 +116,142 @@ func (d *denial) setHeaders(h http.Header, n int) {
 }
 
 // classifyUpstream maps an error met while resolving, dialling or talking to
-// the upstream to what the client is told. It is the one place that decides
-// status and code for errors.
+// the upstream to what the client is told: status, code and reason. It is
+// the one place that decides them for errors.
+//
+// A reason names the class of the error (from errors.Is and errors.As),
+// never the error's own text: a parse error quotes the bytes it could not
+// parse, and those came from the upstream — an upstream that answers
+// "HTTP/1.1 200 OK\r\nX-Echo Bearer <token>\r\n" must not get the token it
+// was sent into the client's answer, the decision line or the admin API.
+// Only our own errors (BlockedError, ResolveError: host names we
+// normalised, addresses we resolved) and fixed texts (errno names, TLS
+// alert names) are quoted.
 func classifyUpstream(err error, host string) *denial {
 	var (
-		d        *denial
-		blocked  *BlockedError
-		resolve  *ResolveError
-		verify   *tls.CertificateVerificationError
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		recErr   tls.RecordHeaderError
-		netErr   net.Error
+		d       *denial
+		blocked *BlockedError
+		pinned  *PinnedError
+		resolve *ResolveError
+		recErr  tls.RecordHeaderError
 	)
 	switch {
 	case errors.As(err, &d):
 		return d
 	case errors.As(err, &blocked):
 		return deny(CodeAddressPolicy, http.StatusForbidden, host, "%s", blocked.Error())
+	case errors.As(err, &pinned):
+		return deny(CodeAddressPolicy, http.StatusForbidden, host, "%s", pinned.Error())
 	case errors.As(err, &resolve):
-		if errors.Is(err, context.DeadlineExceeded) {
-			return deny(CodeUpstreamTimeout, http.StatusGatewayTimeout, host, "resolving %s timed out", host)
-		}
-		return deny(CodeUpstreamError, http.StatusBadGateway, host, "%s", resolve.Error())
-	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &hostname), errors.As(err, &invalid):
-		return deny(CodeUpstreamTLS, http.StatusBadGateway, host, "the upstream's certificate is not trusted: %s", tlsReason(err))
+		return resolveDenial(resolve, host)
+	case isCertificateError(err):
+		return deny(CodeUpstreamTLS, http.StatusBadGateway, host, "the upstream's certificate is not trusted: %s", certReason(err, host))
 	case errors.As(err, &recErr):
 		return deny(CodeUpstreamTLS, http.StatusBadGateway, host, "the upstream did not speak TLS")
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+	case isTimeout(err):
 		return deny(CodeUpstreamTimeout, http.StatusGatewayTimeout, host, "the upstream did not answer in time")
 	}
 	return deny(CodeUpstreamError, http.StatusBadGateway, host, "%s", upstreamReason(err))
 }
 
-func tlsReason(err error) string {
-	var verify *tls.CertificateVerificationError
-	if errors.As(err, &verify) {
-		err = verify.Err
-	}
-	return err.Error()
+func isTimeout(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout()
 }
 
-// upstreamReason gives the innermost error text: the outer layers repeat the
-// request URL, which the decision line already has.
-func upstreamReason(err error) string {
-	var opErr *net.OpError
-	if errors.As(err, &opErr) && opErr.Err != nil {
-		return opErr.Op + ": " + opErr.Err.Error()
+// resolveDenial: a lookup that failed. The resolver's own message may carry
+// what a DNS server answered; the reason names the class only.
+func resolveDenial(e *ResolveError, host string) *denial {
+	var dnsErr *net.DNSError
+	switch {
+	case isTimeout(e.Err) || errors.As(e.Err, &dnsErr) && dnsErr.IsTimeout:
+		return deny(CodeUpstreamTimeout, http.StatusGatewayTimeout, host, "resolving %s timed out", host)
+	case errors.As(e.Err, &dnsErr) && dnsErr.IsNotFound:
+		return deny(CodeUpstreamError, http.StatusBadGateway, host, "%s: no such host", host)
+	case errors.Is(e.Err, errNoAddresses):
+		return deny(CodeUpstreamError, http.StatusBadGateway, host, "%s has no addresses", host)
 	}
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err.Error()
+	return deny(CodeUpstreamError, http.StatusBadGateway, host, "resolving %s failed", host)
+}
+
+func isCertificateError(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
+// certReason names what is wrong with the upstream's certificate. The x509
+// errors' own texts list the certificate's names, which the upstream chose.
+func certReason(err error, host string) string {
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		return "it is signed by an unknown authority"
+	case errors.As(err, &hostname):
+		return "it is not valid for " + host
+	case errors.As(err, &invalid):
+		switch invalid.Reason {
+		case x509.Expired:
+			return "it has expired or is not yet valid"
+		case x509.NotAuthorizedToSign:
+			return "it was signed by a certificate that may not sign others"
+		case x509.IncompatibleUsage:
+			return "its key usage does not allow TLS server authentication"
+		case x509.NameConstraintsWithoutSANs, x509.CANotAuthorizedForThisName, x509.CANotAuthorizedForExtKeyUsage:
+			return "its issuer is not authorised for it"
 		}
-		err = next
+		return "it is invalid"
 	}
+	return "verification failed"
+}
+
+// responseError is a failure to read an upstream's response header: the
+// response was malformed, truncated, or late. The wrapped error quotes the
+// upstream's bytes; classifyUpstream never prints it.
+type responseError struct{ err error }
+
+func (e *responseError) Error() string { return "reading the upstream's response: " + e.err.Error() }
+func (e *responseError) Unwrap() error { return e.err }
+
+// upstreamReason names the class of an upstream failure that is neither a
+// policy decision, a certificate nor a timeout.
+func upstreamReason(err error) string {
+	var (
+		respErr  *responseError
+		opErr    *net.OpError
+		errno    syscall.Errno
+		protoErr textproto.ProtocolError
+	)
+	hasOp := errors.As(err, &opErr)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "the request was cancelled"
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "the upstream closed the connection before a complete response"
+	case hasOp && opErr.Op == "remote error":
+		return "the upstream refused the TLS handshake"
+	case errors.As(err, &errno):
+		return connPhase(opErr) + errno.Error()
+	case errors.As(err, &respErr), errors.As(err, &protoErr):
+		return "the upstream's response is not valid HTTP/1.1"
+	case hasOp:
+		return connPhase(opErr) + "the connection failed"
+	}
+	return "the exchange with the upstream failed"
+}
+
+// connPhase says what the gateway was doing when a connection failed.
+func connPhase(opErr *net.OpError) string {
+	if opErr != nil && opErr.Op == "dial" {
+		return "connecting to the upstream: "
+	}
+	return "talking to the upstream: "
 }

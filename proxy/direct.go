@@ -112,7 +112,7 @@ func exchange(uc *upstreamConn, r *http.Request, responseHeader time.Duration) (
 	for {
 		resp, err := http.ReadResponse(uc.br, r)
 		if err != nil {
-			return nil, err
+			return nil, &responseError{err: err}
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			return resp, nil

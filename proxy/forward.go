@@ -23,7 +23,7 @@ func (s *Server) newForwarder() *goproxy.ProxyHttpServer {
 	gp.ConnectDialWithReq = nil
 	gp.AllowHTTP2 = false
 	gp.Verbose = false
-	gp.Logger = newStdLogger(s.log)
+	gp.Logger = s.stdLogger()
 	gp.KeepAcceptEncoding = true
 	gp.NonproxyHandler = http.HandlerFunc(s.serveNonProxy)
 	gp.OnRequest().DoFunc(s.onRequest)
@@ -65,7 +65,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	case "https":
 		defaultPort = 443
 	default:
-		return r, s.refuse(r, d, badRequest(r.URL.Host, "scheme %q is not proxied; only http and https", r.URL.Scheme))
+		return r, s.refuse(r, d, badRequest(r.URL.Host, "the scheme is not proxied; only http and https are"))
 	}
 	t, den := parseTarget(r.URL.Hostname(), r.URL.Port(), defaultPort)
 	d.host, d.port = t.host, t.port
@@ -102,7 +102,11 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	return r.WithContext(context.WithValue(r.Context(), policyKey{}, p)), nil
+	rctx := context.WithValue(r.Context(), policyKey{}, p)
+	if len(rules.Addresses) > 0 {
+		rctx = context.WithValue(rctx, pinsKey{}, rules.Addresses)
+	}
+	return r.WithContext(rctx), nil
 }
 
 // forwardState is what a forwarded request carries from onRequest to its

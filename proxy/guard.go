@@ -36,6 +36,9 @@ type Guard struct {
 	// Control, if set, is applied to every dialled socket (SO_MARK for the
 	// transparent mode's redirect rules, for example).
 	Control func(network, address string, c syscall.RawConn) error
+	// Pins, if not empty, are the only ranges a name may resolve into (an
+	// allowlist entry's addresses). They narrow Addrs, never widen it.
+	Pins []netip.Prefix
 }
 
 // Target is a destination that passed the guard: the name that was allowed,
@@ -70,6 +73,23 @@ func classPhrase(c allowlist.Class) string {
 	}
 	return "a " + c.String() + " address"
 }
+
+// PinnedError reports that a host resolved to (or is) an address outside
+// the ranges its allowlist entry pins.
+type PinnedError struct {
+	Host string
+	Addr netip.Addr
+}
+
+func (e *PinnedError) Error() string {
+	if e.Host == e.Addr.String() {
+		return fmt.Sprintf("%s is outside the addresses its allowlist entry allows", e.Host)
+	}
+	return fmt.Sprintf("%s resolves to %s, outside the addresses its allowlist entry allows", e.Host, e.Addr)
+}
+
+// errNoAddresses: a lookup that succeeded with an empty answer.
+var errNoAddresses = errors.New("no addresses")
 
 // ResolveError reports that a name could not be resolved.
 type ResolveError struct {
@@ -106,7 +126,7 @@ func (g *Guard) Resolve(ctx context.Context, host string, ip netip.Addr, port ui
 			return Target{}, &ResolveError{Host: host, Err: err}
 		}
 		if len(addrs) == 0 {
-			return Target{}, &ResolveError{Host: host, Err: errors.New("no addresses")}
+			return Target{}, &ResolveError{Host: host, Err: errNoAddresses}
 		}
 		t.Addrs = addrs
 	}
@@ -114,8 +134,25 @@ func (g *Guard) Resolve(ctx context.Context, host string, ip netip.Addr, port ui
 		if class, err := g.Addrs.Check(netip.AddrPortFrom(a, port)); err != nil {
 			return Target{}, &BlockedError{Host: host, Addr: a, Class: class}
 		}
+		if !g.pinned(a) {
+			return Target{}, &PinnedError{Host: host, Addr: a}
+		}
 	}
 	return t, nil
+}
+
+// pinned reports whether a is inside the guard's pins (or there are none).
+func (g *Guard) pinned(a netip.Addr) bool {
+	if len(g.Pins) == 0 {
+		return true
+	}
+	a = a.Unmap()
+	for _, p := range g.Pins {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Dial connects to one of the target's judged addresses, in the resolver's

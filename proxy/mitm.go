@@ -87,7 +87,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		Transport:      up,
 		ModifyResponse: h.modifyResponse,
 		ErrorHandler:   h.upstreamError,
-		ErrorLog:       newStdLogger(s.log),
+		ErrorLog:       s.stdLogger(),
 		BufferPool:     (*relayBufPool)(s),
 	}
 	s.serveHTTPConn(tlsConn, h)

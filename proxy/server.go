@@ -52,6 +52,10 @@ type EntryRules struct {
 	// Timeouts.ResponseHeader for requests to this entry (a slow API that
 	// thinks for minutes before its first byte).
 	ResponseHeaderTimeout time.Duration
+	// Addresses, if not empty, are the only ranges the entry's hosts may
+	// resolve into, checked on every dial (plain HTTP, tunnels,
+	// intercepted requests); outside them nothing is sent.
+	Addresses []netip.Prefix
 }
 
 // rules returns the entry rules of an allowed verdict.
@@ -211,6 +215,7 @@ func New(o Options) (*Server, error) {
 		s.maxHdr = 64 << 10
 	}
 	s.policy.Store(o.Policy)
+	s.sink.redact = &redactor{policy: s.policy.Load}
 	s.guard = &Guard{
 		Resolver:       o.Resolver,
 		ResolveTimeout: s.timeouts.Resolve,
@@ -249,7 +254,7 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 		ReadHeaderTimeout: s.timeouts.ReadHeader,
 		IdleTimeout:       s.timeouts.Idle,
 		MaxHeaderBytes:    s.maxHdr,
-		ErrorLog:          newStdLogger(s.log),
+		ErrorLog:          s.stdLogger(),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
 		},
@@ -346,10 +351,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
 	p := policyFrom(ctx, s)
 	g := s.guardFor(p, p.Timeouts.upstreamOver(s.timeouts))
+	g.Pins, _ = ctx.Value(pinsKey{}).([]netip.Prefix)
 	return g.DialContext(ctx, network, addr)
 }
 
 type policyKey struct{}
+
+// pinsKey carries the addresses a forwarded request's entry pins to its
+// dial.
+type pinsKey struct{}
 
 // policyFrom returns the policy a request started with.
 func policyFrom(ctx context.Context, s *Server) *Policy {

@@ -36,13 +36,14 @@ func parseTarget(rawHost, rawPort string, defaultPort uint16) (target, *denial) 
 	if rawPort != "" || defaultPort == 0 {
 		p, ok := parsePort(rawPort)
 		if !ok {
-			return target{}, badRequest(rawHost, "port %q is not a number from 1 to 65535", rawPort)
+			return target{}, badRequest(rawHost, "the port is not a number from 1 to 65535")
 		}
 		port = p
 	}
+	// The reasons quote nothing the client sent (see classifyUpstream).
 	host, ip, err := allowlist.NormalizeHost(rawHost)
 	if err != nil {
-		return target{}, badRequest(rawHost, "host %q: %v", rawHost, err)
+		return target{}, badRequest(rawHost, "the host is not a valid host name or IP address")
 	}
 	return target{host: host, ip: ip, port: port}, nil
 }

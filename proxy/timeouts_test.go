@@ -175,11 +175,6 @@ func TestTunnelIdleFromReload(t *testing.T) {
 	}
 }
 
-func isTimeout(err error) bool {
-	te, ok := err.(interface{ Timeout() bool })
-	return ok && te.Timeout()
-}
-
 func TestTransportSet(t *testing.T) {
 	base := &http.Transport{TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: time.Minute}
 	ts := transportSet{base: base}

@@ -38,6 +38,23 @@ func TestApply(t *testing.T) {
 			},
 		},
 		{
+			name: "aliases with underscores, any case",
+			in: http.Header{
+				"X_api_key":     {"attacker"},
+				"X_API_KEY":     {"attacker2"},
+				"x-api_key":     {"attacker3"},
+				"Authorization": {"fake"},
+				"X-Api-Keys":    {"kept: a longer name"},
+				"X.Api.Key":     {"kept: '.' is not an alias"},
+			},
+			want: http.Header{
+				"Authorization": {"Bearer " + testSecretValue},
+				"X-Api-Key":     {"u-7f3a9c"},
+				"X-Api-Keys":    {"kept: a longer name"},
+				"X.Api.Key":     {"kept: '.' is not an alias"},
+			},
+		},
+		{
 			name: "hop-by-hop and proxy headers",
 			in: http.Header{
 				"Connection":          {"keep-alive, X-Secret-Hop", "x-other-hop"},
@@ -145,5 +162,29 @@ func BenchmarkApply(b *testing.B) {
 			h[k] = v
 		}
 		r.Apply(h)
+	}
+}
+
+func TestSameHeaderName(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"X-Api-Key", "X-Api-Key", true},
+		{"X-Api-Key", "x_api_key", true},
+		{"X_API_KEY", "x-api-key", true},
+		{"Authorization", "AUTHORIZATION", true},
+		{"X-Api-Key", "X-Api-Keys", false},
+		{"X-Api-Key", "X.Api.Key", false},
+		{"X-Api-Key", "X Api Key", false},
+		{"", "", true},
+		{"-", "_", true},
+		{"@", "`", false}, // 0x40/0x60: folding only letters
+		{"[", "{", false},
+	}
+	for _, tt := range tests {
+		if got := SameHeaderName(tt.a, tt.b); got != tt.want {
+			t.Errorf("SameHeaderName(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
 	}
 }

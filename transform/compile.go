@@ -128,10 +128,14 @@ func Compile(specs []HeaderSpec, opts Options) (*Rules, error) {
 			return fail("name", err)
 		}
 		name := http.CanonicalHeaderKey(sp.Name)
-		if j, dup := seen[strings.ToLower(name)]; dup {
+		// Names that differ only in case or in '_' against '-' are one
+		// header to a CGI-style backend (see SameHeaderName); Apply would
+		// strip each with the other, then send both.
+		key := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+		if j, dup := seen[key]; dup {
 			return fail("name", fmt.Errorf("%w: %q is already set by %q", ErrDuplicate, sp.Name, specs[j].Name))
 		}
-		seen[strings.ToLower(name)] = i
+		seen[key] = i
 		value, parts, err := resolve(sp.Value, opts)
 		if err != nil {
 			return fail("value", err)

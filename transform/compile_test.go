@@ -198,6 +198,19 @@ func TestCompileDuplicate(t *testing.T) {
 	}
 }
 
+// TestCompileDuplicateAlias: names a CGI-style backend merges are one
+// header; configuring both would send both.
+func TestCompileDuplicateAlias(t *testing.T) {
+	_, err := Compile([]HeaderSpec{
+		{Name: "X-Api-Key", Value: "a"},
+		{Name: "x_api_key", Value: "b"},
+	}, testOpts())
+	var se *SpecError
+	if !errors.As(err, &se) || se.Index != 1 || !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("err = %#v", err)
+	}
+}
+
 func TestCompileRealEnvAndFile(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "tok"), []byte("from-disk-77\n"), 0o600); err != nil {

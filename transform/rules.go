@@ -85,9 +85,13 @@ func (r *Rules) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(r.String()))
 //
 // Stripped: the hop-by-hop headers (Connection, Keep-Alive, TE, Trailer,
 // Transfer-Encoding, Upgrade), every header named in Connection, every
-// Proxy-* header, and every client copy of a configured header — matched
-// case-insensitively over the map's keys, so non-canonical keys are caught
-// too. Then each configured header is set to its single resolved value.
+// Proxy-* header, and every client copy of a configured header. A client
+// copy is any name equal to the configured one under ASCII case and with '_'
+// and '-' taken as the same byte (SameHeaderName): CGI, WSGI and Rack
+// backends map both X-Api-Key and X_api_key to HTTP_X_API_KEY, so a copy
+// spelt with underscores would sit next to the injected value and may win.
+// Matching runs over the map's keys, so non-canonical keys are caught too.
+// Then each configured header is set to its single resolved value.
 //
 // As httputil.ReverseProxy does, "TE: trailers" is kept when the client sent
 // it (gRPC needs it). A caller that proxies protocol upgrades (WebSocket) must
@@ -137,12 +141,39 @@ func (r *Rules) strip(k string, conn [][]string) bool {
 	}
 	if r != nil {
 		for _, hd := range r.headers {
-			if strings.EqualFold(k, hd.name) {
+			if SameHeaderName(k, hd.name) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// SameHeaderName reports whether two header names reach a backend as the
+// same variable: equal under ASCII case folding, with '_' and '-' equal.
+// (CGI/1.1 §4.1.18 turns "-" into "_" and upper-cases; servers that follow
+// it merge or overwrite such pairs.)
+func SameHeaderName(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if foldHeaderByte(a[i]) != foldHeaderByte(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// foldHeaderByte maps the bytes SameHeaderName treats as equal to one.
+func foldHeaderByte(c byte) byte {
+	switch {
+	case 'A' <= c && c <= 'Z':
+		return c + ('a' - 'A')
+	case c == '_':
+		return '-'
+	}
+	return c
 }
 
 // isHopByHop reports whether name is a hop-by-hop header of RFC 7230 §6.1

@@ -38,6 +38,7 @@ type entryView struct {
 	Transform      map[string]string `json:"transform,omitempty"`
 	AllowPlaintext bool              `json:"allow_plaintext,omitempty"`
 	Timeouts       map[string]string `json:"timeouts,omitempty"`
+	Addresses      []string          `json:"addresses,omitempty"`
 }
 
 type upstreamView struct {
@@ -87,6 +88,9 @@ func newConfigView(c *config.Config, generation uint64) configView {
 			ev.AllowPlaintext = c.Entries[e.Index].AllowPlaintext
 			if d := c.Entries[e.Index].ResponseHeaderTimeout; d > 0 {
 				ev.Timeouts = map[string]string{"response_header": d.String()}
+			}
+			for _, p := range c.Entries[e.Index].Addresses {
+				ev.Addresses = append(ev.Addresses, p.String())
 			}
 		}
 		v.Allowlist = append(v.Allowlist, ev)

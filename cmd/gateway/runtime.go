@@ -147,7 +147,7 @@ func (g *gateway) policy(cfg *config.Config) (*proxy.Policy, error) {
 	}
 	entries := make([]proxy.EntryRules, len(cfg.Entries))
 	for i, e := range cfg.Entries {
-		entries[i] = proxy.EntryRules{Transform: e.Transform, AllowPlaintext: e.AllowPlaintext, ResponseHeaderTimeout: e.ResponseHeaderTimeout}
+		entries[i] = proxy.EntryRules{Transform: e.Transform, AllowPlaintext: e.AllowPlaintext, ResponseHeaderTimeout: e.ResponseHeaderTimeout, Addresses: e.Addresses}
 	}
 	return &proxy.Policy{Allowlist: cfg.Allowlist, Addrs: addrs, Entries: entries, Timeouts: proxyTimeouts(cfg.Timeouts)}, nil
 }
@@ -308,6 +308,7 @@ func (g *gateway) adminHandler(token string) http.Handler {
 		Config:    func() any { return newConfigView(g.cfg.Load(), g.generation.Load()) },
 		Reload:    g.reload,
 		Decisions: func(limit int) any { return g.recent.Last(limit) },
+		Redact:    g.proxy.Redact,
 	})
 }
 
