@@ -89,7 +89,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		ErrorLog:       newStdLogger(s.log),
 		BufferPool:     (*relayBufPool)(s),
 	}
-	s.serveHTTPConn(tlsConn, h)
+	s.serveHTTPConn(s.watch(tlsConn, tunnel), h)
 	// A hijacked connection (a websocket upgrade) ends Serve while its
 	// handler still relays; the tunnel lasts until every handler is done.
 	h.active.Wait()
@@ -235,7 +235,10 @@ func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err 
 func (s *Server) serveHTTPConn(c net.Conn, h http.Handler) {
 	inner := s.newHTTPServer(h)
 	ln := newOneConnListener(c)
-	inner.ConnState = ln.connState
+	inner.ConnState = func(c net.Conn, st http.ConnState) {
+		s.connState(c, st)
+		ln.connState(c, st)
+	}
 	_ = inner.Serve(ln)
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -24,21 +25,40 @@ func (s *Server) relay(client, upstream net.Conn, d *decision) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		d.addOut(s.copyTunnel(client, upstream))
+		n, err := s.copyTunnel(client, upstream)
+		d.addOut(n)
+		if broken(err) {
+			d.fail(brokeOff(err, d.host, "the upstream broke the tunnel off"))
+		}
 		// The client may reconnect as soon as it sees our FIN.
 		releaseSlot(client)
 		closeWrite(client)
 	}()
-	d.addIn(s.copyTunnel(upstream, client))
+	n, _ := s.copyTunnel(upstream, client)
+	d.addIn(n)
 	closeWrite(upstream)
 	wg.Wait()
 }
 
-// copyTunnel copies src to dst until EOF or an error. A direction with no
-// bytes for TunnelIdle ends (the read deadline is pushed forward as bytes
-// arrive, but at most every TunnelIdle/16, to keep timer updates off the
-// hot path).
-func (s *Server) copyTunnel(dst, src net.Conn) int64 {
+// broken tells a read error that ends a tunnel direction abnormally (a
+// reset) from its ordinary ends: EOF, the idle timeout, our own close.
+func broken(err error) bool {
+	var ne net.Error
+	switch {
+	case err == nil, errors.Is(err, errEOF), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		return false
+	case errors.As(err, &ne) && ne.Timeout():
+		return false
+	}
+	return true
+}
+
+// copyTunnel copies src to dst until EOF or an error, and returns the
+// bytes written and the error that ended reading src (nil when writing dst
+// failed). A direction with no bytes for TunnelIdle ends (the read deadline
+// is pushed forward as bytes arrive, but at most every TunnelIdle/16, to
+// keep timer updates off the hot path).
+func (s *Server) copyTunnel(dst, src net.Conn) (int64, error) {
 	idle := s.timeouts.TunnelIdle
 	var (
 		total     int64
@@ -65,18 +85,20 @@ func (s *Server) copyTunnel(dst, src net.Conn) int64 {
 			bp = s.getBuf()
 			n, err = src.Read(*bp)
 		}
+		var werr error
 		if n > 0 {
-			w, werr := dst.Write((*bp)[:n])
+			var w int
+			w, werr = dst.Write((*bp)[:n])
 			total += int64(w)
-			if werr != nil {
-				err = werr
-			}
 		}
 		if bp != nil {
 			s.bufs.Put(bp)
 		}
+		if werr != nil {
+			return total, nil
+		}
 		if err != nil {
-			return total
+			return total, err
 		}
 	}
 }
