@@ -89,7 +89,9 @@ func fullOptions() admin.Options {
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hookgate_up 1\n") }),
 		CAPEM:   func() []byte { return []byte(testPEM) },
 		Config:  func() any { return map[string]any{"listen": map[string]string{"proxy": "127.0.0.1:3128"}} },
-		Reload:  func(context.Context) (admin.ReloadResult, error) { return admin.ReloadResult{Generation: gen.Add(1)}, nil },
+		Reload: func(context.Context) (admin.ReloadResult, error) {
+			return admin.ReloadResult{Generation: gen.Add(1)}, nil
+		},
 		Decisions: func(limit int) any {
 			return []map[string]any{{"host": "example.org", "verdict": "deny", "limit_seen": limit}}
 		},
@@ -543,7 +545,7 @@ func TestDecisionsLimit(t *testing.T) {
 		{"?limit=1", 200, 1},
 		{"?limit=5", 200, 5},
 		{"?limit=1000", 200, 1000},
-		{"?limit=1001", 400, 0}, // above the maximum: refused, not shortened
+		{"?limit=1001", 400, 0},                 // above the maximum: refused, not shortened
 		{"?limit=99999999999999999999", 400, 0}, // overflows int
 		{"?limit=0", 400, 0},
 		{"?limit=-1", 400, 0},

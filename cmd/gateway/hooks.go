@@ -90,7 +90,7 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if err != nil {
 		return fmt.Errorf("%w: hooks run: --log-level: %v", errUsage, err)
 	}
-	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
+	log := newLogger(stderr, level)
 
 	data, err := io.ReadAll(io.LimitReader(stdin, maxEventSize+1))
 	if err != nil {
