@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -21,14 +22,20 @@ const relayBufSize = 32 << 10
 // waits (see pooledReader). With thousands of idle tunnels this is most of
 // their memory.
 func (s *Server) relay(client, upstream net.Conn, d *decision) {
-	var wg sync.WaitGroup
+	var (
+		wg         sync.WaitGroup
+		clientDone atomic.Bool
+	)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		n, err := s.copyTunnel(client, upstream)
 		d.addOut(n)
-		if broken(err) {
-			d.fail(brokeOff(err, d.host, "the upstream broke the tunnel off"))
+		// A reset before the upstream sent a byte is a failure. Later the
+		// bytes are opaque, and a reset is how many servers close (with a
+		// close_notify still unread): the tunnel is not called broken.
+		if n == 0 && broken(err) && !clientDone.Load() {
+			d.fail(brokeOff(err, d.host, "the upstream reset the tunnel before it sent a byte"))
 		}
 		// The client may reconnect as soon as it sees our FIN.
 		releaseSlot(client)
@@ -36,6 +43,7 @@ func (s *Server) relay(client, upstream net.Conn, d *decision) {
 	}()
 	n, _ := s.copyTunnel(upstream, client)
 	d.addIn(n)
+	clientDone.Store(true)
 	closeWrite(upstream)
 	wg.Wait()
 }
