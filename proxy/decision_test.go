@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,4 +264,109 @@ func TestActiveConnectionsObserved(t *testing.T) {
 		c.Close()
 	}
 	waitFor(0)
+}
+
+// tunnelsGauge follows the observer's tunnel count; a tunnel's line is
+// written before its -1, so a count back at 0 means every line is out.
+type tunnelsGauge struct{ open atomic.Int64 }
+
+func (g *tunnelsGauge) observe(o *Observer) {
+	o.Tunnel = func(delta int) { g.open.Add(int64(delta)) }
+}
+
+func (g *tunnelsGauge) waitClosed(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for g.open.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tunnels still open", g.open.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestMITMUpstreamResetMidBody: inside an intercepted tunnel, a response
+// that breaks off is the request's one line, an error with the status the
+// client got; the tunnel adds none.
+func TestMITMUpstreamResetMidBody(t *testing.T) {
+	var tunnels tunnelsGauge
+	env := newMITMEnv(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, bufrw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		_, _ = bufrw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + strings.Repeat("x", 64<<10))
+		_ = bufrw.Flush()
+		reset(conn.(*tls.Conn).NetConn().(*net.TCPConn))
+	}, func(gc *gatewayConfig) { tunnels.observe(&gc.observer) })
+	c := env.client(t)
+	// The client sees the status and a cut body, or, when the reset came
+	// before the gateway flushed the status, a broken response.
+	if resp, err := c.Get(env.url("telemetry.example.com", "/cut")); err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Fatalf("status %d and a whole body from an upstream that reset", resp.StatusCode)
+		}
+	}
+	c.CloseIdleConnections()
+	tunnels.waitClosed(t)
+	lines := env.gw.logs.waitDecisions(t, 1)
+	checkLine(t, lines[0], map[string]any{"mode": "mitm", "verdict": "error", "code": "upstream-error", "status": 200})
+	env.assertNoCanary(t)
+}
+
+// TestMITMSlowlorisOneLine: a client that opens an intercepted tunnel and
+// then stalls in its request header gets one line for it — the timeout,
+// with the tunnel's host — not a second one for the tunnel.
+func TestMITMSlowlorisOneLine(t *testing.T) {
+	var tunnels tunnelsGauge
+	env := newMITMEnv(t, echoAuth, func(gc *gatewayConfig) {
+		gc.timeouts.ReadHeader = 300 * time.Millisecond
+		tunnels.observe(&gc.observer)
+	})
+	c, resp := connect(t, env.gw, "telemetry.example.com:"+env.upstream)
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %d", resp.StatusCode)
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: "telemetry.example.com", RootCAs: env.caPool})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(tc, "GET / HTTP/1.1\r\nHost: tele"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(tc); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("the gateway kept a slow client's tunnel open")
+		}
+	}
+	tunnels.waitClosed(t)
+	lines := env.gw.logs.waitDecisions(t, 1)
+	checkLine(t, lines[0], map[string]any{"mode": "mitm", "host": "telemetry.example.com", "verdict": "error", "code": "client-timeout"})
+}
+
+// TestTransparentSlowlorisOneLine: the same on the transparent listener's
+// plain HTTP.
+func TestTransparentSlowlorisOneLine(t *testing.T) {
+	var tunnels tunnelsGauge
+	env := newMITMEnv(t, echoAuth, func(gc *gatewayConfig) {
+		gc.timeouts.ReadHeader = 300 * time.Millisecond
+		tunnels.observe(&gc.observer)
+	})
+	addr := transparentGateway(t, env, "127.0.0.1:80")
+	c := dialTimeout(t, addr)
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHo"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(c); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("the gateway kept a slow client's connection open")
+		}
+	}
+	tunnels.waitClosed(t)
+	lines := env.gw.logs.waitDecisions(t, 1)
+	checkLine(t, lines[0], map[string]any{"mode": "http", "transparent": true, "verdict": "error", "code": "client-timeout"})
 }
