@@ -98,8 +98,8 @@ func TestReloadShowsSettingsInForce(t *testing.T) {
 	if code != 200 || body != `{"generation":2,"pending_restart":["limits.max_connections","log.level"]}`+"\n" {
 		t.Fatalf("reload: %d %s", code, body)
 	}
-	lines := sg.logLines(t, "config reloaded")
-	if len(lines) != 1 || lines[0]["level"] != "warn" || fmt.Sprint(lines[0]["pending_restart"]) != "[limits.max_connections log.level]" {
+	lines := sg.logLines(t, "config reloaded") // the exact message, which tools count
+	if len(lines) != 1 || lines[0]["message"] != "config reloaded" || lines[0]["level"] != "warn" || fmt.Sprint(lines[0]["pending_restart"]) != "[limits.max_connections log.level]" {
 		t.Fatalf("reload log lines: %v", lines)
 	}
 

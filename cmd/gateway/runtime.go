@@ -180,7 +180,7 @@ func (g *gateway) reload(context.Context) (admin.ReloadResult, error) {
 	}
 	ev.Uint64("generation", gen).Int("allowlist_entries", len(g.cfg.Load().Allowlist.Entries())).
 		Strs("pending_restart", pending).
-		Msg("config reloaded; settings in pending_restart keep their old values until a restart")
+		Msg("config reloaded")
 	g.warnOpenAdmin()
 	return admin.ReloadResult{Generation: gen, PendingRestart: pending}, nil
 }
