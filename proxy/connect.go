@@ -55,7 +55,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	ss := s.newSession(client, d)
 	if _, err := client.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
-		d.refuse(deny(CodeUpstreamError, 0, t.host, "client went away before the tunnel opened"))
+		d.refuse(deny(CodeClientClosed, 0, t.host, "client went away before the tunnel opened"))
 		ss.end()
 		return
 	}

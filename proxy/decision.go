@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -184,6 +185,16 @@ func (d *decision) fail(den *denial) {
 	if d.denial == nil {
 		d.denial = den
 	}
+}
+
+// requestFailure is what a request that got no response is recorded as:
+// the client going away (its request context was cancelled), or an
+// upstream failure as classifyUpstream names it.
+func requestFailure(err error, r *http.Request, host string) *denial {
+	if errors.Is(err, context.Canceled) && r != nil && r.Context().Err() != nil {
+		return deny(CodeClientClosed, 0, host, "the client went away before the upstream answered")
+	}
+	return classifyUpstream(err, host)
 }
 
 // bodyFailure is what a response body that broke off mid-way is recorded

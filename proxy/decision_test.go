@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -369,4 +370,71 @@ func TestTransparentSlowlorisOneLine(t *testing.T) {
 	tunnels.waitClosed(t)
 	lines := env.gw.logs.waitDecisions(t, 1)
 	checkLine(t, lines[0], map[string]any{"mode": "http", "transparent": true, "verdict": "error", "code": "client-timeout"})
+}
+
+// TestMITMClientGoneIsClientSide: a client that gives up while the
+// upstream is still working is a client-side error, never counted as an
+// upstream failure.
+func TestMITMClientGoneIsClientSide(t *testing.T) {
+	var tunnels tunnelsGauge
+	arrived := make(chan struct{}, 1)
+	env := newMITMEnv(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}, func(gc *gatewayConfig) { tunnels.observe(&gc.observer) })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-arrived:
+		case <-time.After(5 * time.Second):
+		}
+		cancel()
+	}()
+	req, _ := http.NewRequestWithContext(ctx, "GET", env.url("telemetry.example.com", "/wait"), nil)
+	c := env.client(t)
+	if resp, err := c.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("the cancelled request got an answer")
+	}
+	c.CloseIdleConnections()
+	tunnels.waitClosed(t)
+	lines := env.gw.logs.waitDecisions(t, 1)
+	checkLine(t, lines[0], map[string]any{"mode": "mitm", "verdict": "error", "code": "client-closed"})
+}
+
+// TestForwardClientGoneIsClientSide: the same for plain HTTP: the gateway
+// stops waiting for the upstream when the client goes away, and logs a
+// client-side error with no status.
+func TestForwardClientGoneIsClientSide(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	up := newUpstream(t, false, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	})
+	gw := startGateway(t, gatewayConfig{allow: []string{"*"}, exempt: []string{up.hostPort()}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-arrived:
+		case <-time.After(5 * time.Second):
+		}
+		cancel()
+	}()
+	req, _ := http.NewRequestWithContext(ctx, "GET", up.URL+"/wait", nil)
+	if resp, err := gw.client(t, nil).Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("the cancelled request got an answer")
+	}
+	line := gw.logs.waitDecisions(t, 1)[0]
+	// Had the gateway kept waiting, the upstream's late 200 would make
+	// this an allow.
+	checkLine(t, line, map[string]any{"mode": "http", "verdict": "error", "code": "client-closed", "status": nil})
 }

@@ -107,9 +107,15 @@ func (s *Server) exchange(uc *upstreamConn, r *http.Request) (*http.Response, er
 	}
 	_ = uc.conn.SetReadDeadline(time.Now().Add(s.timeouts.ResponseHeader))
 	defer func() { _ = uc.conn.SetReadDeadline(time.Time{}) }()
+	// A client that goes away stops the wait (its request's context ends).
+	stop := context.AfterFunc(r.Context(), func() { _ = uc.conn.SetReadDeadline(time.Now()) })
+	defer stop()
 	for {
 		resp, err := http.ReadResponse(uc.br, r)
 		if err != nil {
+			if ctxErr := r.Context().Err(); ctxErr != nil {
+				return nil, ctxErr
+			}
 			return nil, err
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -217,10 +216,7 @@ func (h *mitmHandler) modifyResponse(resp *http.Response) error {
 
 func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	d := r.Context().Value(mitmDecisionKey{}).(*decision)
-	den := classifyUpstream(err, h.t.host)
-	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-		den = deny(CodeUpstreamError, 0, h.t.host, "the client went away")
-	}
+	den := requestFailure(err, r, h.t.host)
 	d.refuse(den)
 	if den.status != 0 {
 		den.write(w)
