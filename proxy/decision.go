@@ -57,8 +57,9 @@ const (
 	// CodeClientTimeout: the request header did not arrive within the
 	// header read timeout (a slowloris client); the connection was closed.
 	CodeClientTimeout Code = "client-timeout"
-	// CodeClientClosed: the client closed the connection in the middle of
-	// a request or a response.
+	// CodeClientClosed: the client went away before its request was
+	// answered: in the middle of its header, or while the upstream was
+	// still working on it.
 	CodeClientClosed Code = "client-closed"
 )
 
