@@ -115,11 +115,11 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		adminSrv = serveAdmin(g.adminHandler(token), ls.admin)
 	}
 	g.ready.Store(true)
+	g.warnOpenAdmin() // before "gateway listening", which tools wait for
 	logger.Info().Str("proxy", addrOf(ls.proxy)).Str("transparent", addrOf(ls.transparent)).
 		Str("dns", addrOf(ls.dnsTCP)).Str("admin", addrOf(ls.admin)).Bool("redirect", *redirect).
 		Str("config", cfg.File).Int("allowlist_entries", len(cfg.Allowlist.Entries())).Str("version", gatewayVersion()).
 		Msg("gateway listening")
-	g.warnOpenAdmin()
 
 	var failed error
 	for running := true; running; {
