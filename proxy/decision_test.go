@@ -104,14 +104,20 @@ func checkLine(t *testing.T, line map[string]any, want map[string]any) {
 // status the client got, verdict error, an upstream-error code, and the
 // observer (metrics) hears the same.
 func TestUpstreamResetMidBody(t *testing.T) {
+	cut := make(chan struct{}) // the client has the status: reset now
 	up := rawUpstream(t, func(c *net.TCPConn, br *bufio.Reader) {
 		readHeader(br)
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 1000))
+		select {
+		case <-cut:
+		case <-time.After(5 * time.Second):
+		}
 		reset(c)
 	})
 	var recs records
 	gw := startGateway(t, gatewayConfig{allow: []string{"*"}, exempt: []string{up}, observer: recs.observer()})
 	resp, err := gw.client(t, nil).Get("http://" + up + "/")
+	close(cut)
 	if err != nil {
 		t.Fatal(err)
 	}
