@@ -107,7 +107,8 @@ func TestUpstreamResetMidBody(t *testing.T) {
 	cut := make(chan struct{}) // the client has the status: reset now
 	up := rawUpstream(t, func(c *net.TCPConn, br *bufio.Reader) {
 		readHeader(br)
-		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 1000))
+		// More than the gateway buffers, so the status reaches the client.
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n"+strings.Repeat("x", 64<<10))
 		select {
 		case <-cut:
 		case <-time.After(5 * time.Second):
