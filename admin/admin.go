@@ -11,8 +11,8 @@
 //	GET  /metrics        Prometheus exposition (Options.Metrics)
 //	GET  /ca.pem         the gateway's CA certificate, application/x-pem-file
 //	GET  /v1/config      the effective config as JSON (Options.Config)
-//	POST /v1/reload      200 {"generation": N} or 422 {"error": "file:line: field: message"}
-//	GET  /v1/decisions   ?limit=N (default 100, at most 1000), newest first
+//	POST /v1/reload      200 {"generation": N, "pending_restart": [...]} or 422 {"error": "file:line: field: message"}
+//	GET  /v1/decisions   ?limit=N (default 100, at most 1000; more is a 400), newest first
 //
 // HEAD is answered wherever GET is. With Options.Token set, every route but
 // the two health checks needs "Authorization: Bearer <token>"; without it,
@@ -112,12 +112,13 @@ type Options struct {
 	Config func() any
 
 	// Reload builds, validates and swaps in a new config and returns its
-	// generation, or an error naming file, line and field. It receives the
-	// request's context. Calls from POST /v1/reload are serialised: a
-	// second request waits for the first to finish. The caller counts
-	// reloads in metrics (it also reloads on SIGHUP) and must serialise
-	// against its own SIGHUP path.
-	Reload func(ctx context.Context) (generation uint64, err error)
+	// generation and the settings it changed that wait for a restart, or
+	// an error naming file, line and field. It receives the request's
+	// context. Calls from POST /v1/reload are serialised: a second request
+	// waits for the first to finish. The caller counts reloads in metrics
+	// (it also reloads on SIGHUP) and must serialise against its own
+	// SIGHUP path.
+	Reload func(ctx context.Context) (ReloadResult, error)
 
 	// Decisions returns up to limit recent decisions, newest first,
 	// typically Ring.Last. What it returns is encoded, then passed through
@@ -221,8 +222,14 @@ func (s *server) config(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.o.Config())
 }
 
-type reloadResponse struct {
+// ReloadResult is the answer of a successful reload.
+type ReloadResult struct {
+	// Generation is the generation of the config now in force.
 	Generation uint64 `json:"generation"`
+	// PendingRestart names the settings the new config changes but which
+	// are read only at start: they take effect on the next restart. Never
+	// nil, so the answer always has the list.
+	PendingRestart []string `json:"pending_restart"`
 }
 
 func (s *server) reload(w http.ResponseWriter, r *http.Request) {
@@ -242,12 +249,15 @@ func (s *server) reload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "reload abandoned while waiting for another reload: "+err.Error())
 		return
 	}
-	gen, err := s.o.Reload(r.Context())
+	res, err := s.o.Reload(r.Context())
 	if err != nil {
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, reloadResponse{Generation: gen})
+	if res.PendingRestart == nil {
+		res.PendingRestart = []string{}
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *server) decisions(w http.ResponseWriter, r *http.Request) {
@@ -264,7 +274,9 @@ func (s *server) decisions(w http.ResponseWriter, r *http.Request) {
 }
 
 // parseLimit reads ?limit=N: absent → DefaultDecisionLimit; a decimal
-// integer ≥ 1, capped at MaxDecisionLimit; anything else is an error.
+// integer from 1 to MaxDecisionLimit; anything else, a larger number
+// included, is an error that names the range (a silently shortened answer
+// would look like the whole history).
 func parseLimit(r *http.Request) (int, error) {
 	vals, ok := r.URL.Query()["limit"]
 	if !ok {
@@ -275,10 +287,10 @@ func parseLimit(r *http.Request) (int, error) {
 	}
 	v := vals[0]
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || v[0] == '+' {
-		return 0, fmt.Errorf("limit: %q is not a whole number from 1 to %d", v, MaxDecisionLimit)
+	if err != nil || n < 1 || n > MaxDecisionLimit || v[0] == '+' {
+		return 0, fmt.Errorf("limit: %q is not a whole number from 1 to %d (the maximum)", v, MaxDecisionLimit)
 	}
-	return min(n, MaxDecisionLimit), nil
+	return n, nil
 }
 
 // requireToken enforces the bearer token, if one is configured.

@@ -89,7 +89,9 @@ func fullOptions() admin.Options {
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hookgate_up 1\n") }),
 		CAPEM:   func() []byte { return []byte(testPEM) },
 		Config:  func() any { return map[string]any{"listen": map[string]string{"proxy": "127.0.0.1:3128"}} },
-		Reload:  func(context.Context) (uint64, error) { return gen.Add(1), nil },
+		Reload: func(context.Context) (admin.ReloadResult, error) {
+			return admin.ReloadResult{Generation: gen.Add(1)}, nil
+		},
 		Decisions: func(limit int) any {
 			return []map[string]any{{"host": "example.org", "verdict": "deny", "limit_seen": limit}}
 		},
@@ -160,7 +162,7 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/metrics", 200, "", "hookgate_up 1"},
 		{"GET", "/ca.pem", 200, "application/x-pem-file", testPEM},
 		{"GET", "/v1/config", 200, "application/json", `{"listen":{"proxy":"127.0.0.1:3128"}}`},
-		{"POST", "/v1/reload", 200, "application/json", `{"generation":2}`},
+		{"POST", "/v1/reload", 200, "application/json", `{"generation":2,"pending_restart":[]}`},
 		{"GET", "/v1/decisions", 200, "application/json", `"host":"example.org"`},
 	}
 	for _, tt := range tests {
@@ -377,22 +379,26 @@ func TestReload(t *testing.T) {
 	gen.Store(4)
 	o := admin.Options{
 		Token: testToken,
-		Reload: func(ctx context.Context) (uint64, error) {
+		Reload: func(ctx context.Context) (admin.ReloadResult, error) {
 			if ctx.Err() != nil {
 				t.Error("Reload got a dead context")
 			}
 			if fail.Load() {
-				return gen.Load(), errors.New(cfgErr)
+				return admin.ReloadResult{Generation: gen.Load()}, errors.New(cfgErr)
 			}
-			return gen.Add(1), nil
+			g := gen.Add(1)
+			if g == 6 {
+				return admin.ReloadResult{Generation: g, PendingRestart: []string{"listen.admin"}}, nil
+			}
+			return admin.ReloadResult{Generation: g}, nil
 		},
 	}
 	f := start(t, o)
 	auth := "Bearer " + testToken
 
 	r := f.do(t, "POST", "/v1/reload", auth)
-	if r.status != 200 || r.body != "{\"generation\":5}\n" {
-		t.Fatalf("reload: %d %q, want 200 {\"generation\":5}", r.status, r.body)
+	if want := "{\"generation\":5,\"pending_restart\":[]}\n"; r.status != 200 || r.body != want {
+		t.Fatalf("reload: %d %q, want 200 %q", r.status, r.body, want)
 	}
 
 	fail.Store(true)
@@ -405,7 +411,7 @@ func TestReload(t *testing.T) {
 	}
 
 	fail.Store(false)
-	if r := f.do(t, "POST", "/v1/reload", auth); r.status != 200 || !strings.Contains(r.body, `"generation":6`) {
+	if r := f.do(t, "POST", "/v1/reload", auth); r.status != 200 || r.body != "{\"generation\":6,\"pending_restart\":[\"listen.admin\"]}\n" {
 		t.Errorf("reload after a failure: %d %q", r.status, r.body)
 	}
 }
@@ -414,7 +420,7 @@ func TestConcurrentReloadsAreSerialised(t *testing.T) {
 	var inFlight, maxInFlight atomic.Int32
 	var gen atomic.Uint64
 	o := admin.Options{
-		Reload: func(context.Context) (uint64, error) {
+		Reload: func(context.Context) (admin.ReloadResult, error) {
 			n := inFlight.Add(1)
 			defer inFlight.Add(-1)
 			for {
@@ -424,7 +430,7 @@ func TestConcurrentReloadsAreSerialised(t *testing.T) {
 				}
 			}
 			time.Sleep(5 * time.Millisecond) // widen the window for overlap
-			return gen.Add(1), nil
+			return admin.ReloadResult{Generation: gen.Add(1)}, nil
 		},
 	}
 	f := start(t, o)
@@ -471,12 +477,12 @@ func TestReloadWaitAbandoned(t *testing.T) {
 	release := make(chan struct{})
 	var calls atomic.Int32
 	o := admin.Options{
-		Reload: func(context.Context) (uint64, error) {
+		Reload: func(context.Context) (admin.ReloadResult, error) {
 			if calls.Add(1) == 1 {
 				close(entered)
 				<-release
 			}
-			return uint64(calls.Load()), nil
+			return admin.ReloadResult{Generation: uint64(calls.Load())}, nil
 		},
 	}
 	f := start(t, o)
@@ -539,7 +545,7 @@ func TestDecisionsLimit(t *testing.T) {
 		{"?limit=1", 200, 1},
 		{"?limit=5", 200, 5},
 		{"?limit=1000", 200, 1000},
-		{"?limit=1001", 200, 1000},
+		{"?limit=1001", 400, 0},                 // above the maximum: refused, not shortened
 		{"?limit=99999999999999999999", 400, 0}, // overflows int
 		{"?limit=0", 400, 0},
 		{"?limit=-1", 400, 0},
@@ -559,8 +565,12 @@ func TestDecisionsLimit(t *testing.T) {
 				t.Fatalf("status %d, want %d; body %q", r.status, tt.status, r.body)
 			}
 			if tt.status != 200 {
-				if msg := jsonError(t, r); !strings.Contains(msg, "limit") {
+				msg := jsonError(t, r)
+				if !strings.Contains(msg, "limit") {
 					t.Errorf("error %q does not name limit", msg)
+				}
+				if tt.query == "?limit=1001" && !strings.Contains(msg, "maximum") {
+					t.Errorf("error %q does not name the maximum", msg)
 				}
 				if got.Load() != -1 {
 					t.Error("Decisions was called for a bad limit")

@@ -1,14 +1,15 @@
 // Package metrics holds the gateway's Prometheus metrics: the counters and
-// gauges the proxy, the DNS server, the hook runner and the config loader
-// record into, and the HTTP handler that exposes them at /metrics.
+// gauges the proxy, the DNS server and the config loader record into, and
+// the HTTP handler that exposes them at /metrics. (Hooks run in their own
+// process, `gateway hooks run`, and log one line per handler instead.)
 //
 // There are no globals: a *Metrics owns its own prometheus.Registry, so two
 // gateways in one process (as in tests) never share counts. Every method is
 // safe on a nil *Metrics and then does nothing, so a package can take an
 // optional *Metrics and call it unconditionally.
 //
-// Label cardinality is bounded by design: mode, verdict, code, direction,
-// outcome and result come from small fixed sets defined by the callers, and
+// Label cardinality is bounded by design: mode, verdict, code, direction
+// and result come from small fixed sets defined by the callers, and
 // entry is an allowlist pattern from the config (e.g. "*.github.com"), never
 // a host a client asked for. Series of entries removed by a reload stay
 // until the process restarts (counters must not go backwards), which is
@@ -32,7 +33,7 @@ import (
 const Namespace = "hookgate"
 
 // Label values used by the methods that fix them. Callers define their own
-// values for mode, verdict, code, outcome and DNS verdict.
+// values for mode, verdict, code and DNS verdict.
 const (
 	DirectionIn  = "in"  // bytes from the client
 	DirectionOut = "out" // bytes to the client
@@ -56,7 +57,6 @@ type Metrics struct {
 	bytesIn        prometheus.Counter     // bytes{direction="in"}, resolved once
 	bytesOut       prometheus.Counter     // bytes{direction="out"}, resolved once
 	dns            *prometheus.CounterVec // verdict
-	hooks          *prometheus.CounterVec // outcome
 	reloadOK       prometheus.Counter     // reloads{result="ok"}
 	reloadError    prometheus.Counter     // reloads{result="error"}
 	generation     prometheus.Gauge
@@ -72,13 +72,13 @@ func New() *Metrics {
 	m := &Metrics{
 		reg: reg,
 		requests: f.counterVec("requests_total",
-			"Requests and tunnels by mode (http, tunnel, mitm, transparent, ...), verdict (allow, deny), denial code (empty when allowed) and matched allowlist entry.",
+			"Requests and tunnels by mode (http, tunnel, mitm), verdict (allow; deny: refused by the policy; error: the upstream or the client failed), code (empty when allowed) and matched allowlist entry.",
 			"mode", "verdict", "code", "entry"),
 		injections: f.counterVec("injections_total",
 			"Requests into which configured headers were injected, by allowlist entry.",
 			"entry"),
 		upstreamErrors: f.counterVec("upstream_errors_total",
-			"Failures reaching or talking to an upstream, by code (upstream-error, upstream-timeout, upstream-tls-error, ...).",
+			"Failures reaching or talking to an upstream, mid-body and mid-tunnel ones included, by code (upstream-error, upstream-timeout, upstream-tls-error).",
 			"code"),
 		activeTunnels: f.gauge("active_tunnels",
 			"CONNECT and transparent tunnels currently open (opaque and intercepted)."),
@@ -88,16 +88,13 @@ func New() *Metrics {
 		dns: f.counterVec("dns_decisions_total",
 			"Decisions of the sandbox DNS server, by verdict.",
 			"verdict"),
-		hooks: f.counterVec("hook_outcomes_total",
-			"Outcomes of hook handlers run by the gateway (allow, deny, and the fail-open/fail-closed failure kinds).",
-			"outcome"),
 		generation: f.gauge("config_generation",
 			"Generation of the config in effect; starts at 1 and grows by one with each successful reload."),
 		limited: f.counterVec("limited_total",
 			"Connections or requests refused by a limit, by code (too-many-connections, too-many-connections-per-client, ...).",
 			"code"),
 		activeConns: f.gauge("active_connections",
-			"Client connections currently open on the gateway's proxy listeners."),
+			"Client connections currently open on the gateway's proxy listeners (explicit and transparent), from accept to close."),
 	}
 	reloads := f.counterVec("reloads_total",
 		"Config reloads (SIGHUP or POST /v1/reload), by result (ok, error).",
@@ -159,8 +156,8 @@ func (m *Metrics) Handler() http.Handler {
 	return m.handler
 }
 
-// Request counts one request or tunnel: mode (http, tunnel, mitm,
-// transparent, ...), verdict (allow, deny), code (the X-Proxy-Error code;
+// Request counts one request or tunnel: mode (http, tunnel, mitm),
+// verdict (allow, deny, error), code (the X-Proxy-Error code;
 // "" when allowed) and entry (the allowlist pattern that matched; "" when
 // none did).
 func (m *Metrics) Request(mode, verdict, code, entry string) {
@@ -230,16 +227,6 @@ func (m *Metrics) DNS(verdict string) {
 		return
 	}
 	if c, err := m.dns.GetMetricWithLabelValues(verdict); err == nil {
-		c.Inc()
-	}
-}
-
-// Hook counts one hook handler outcome.
-func (m *Metrics) Hook(outcome string) {
-	if m == nil {
-		return
-	}
-	if c, err := m.hooks.GetMetricWithLabelValues(outcome); err == nil {
 		c.Inc()
 	}
 }

@@ -1,10 +1,15 @@
 package proxy
 
-import "io"
+import (
+	"errors"
+	"io"
+)
 
 // loggingBody counts the response bytes read through it and writes the
 // request's decision line when it is closed, which is when goproxy has
-// finished copying it to the client.
+// finished copying it to the client. A read that fails (the upstream reset
+// the connection or closed it short of the body's length) makes the line an
+// error: the client got the status, but not the whole body.
 type loggingBody struct {
 	io.ReadCloser
 	d    *decision
@@ -14,6 +19,9 @@ type loggingBody struct {
 func (b *loggingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.d.addOut(int64(n))
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.d.fail(bodyFailure(err, b.d.host))
+	}
 	return n, err
 }
 

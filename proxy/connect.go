@@ -55,7 +55,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	ss := s.newSession(client, d)
 	if _, err := client.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
-		d.refuse(deny(CodeUpstreamError, 0, t.host, "client went away before the tunnel opened"))
+		d.refuse(deny(CodeClientClosed, 0, t.host, "client went away before the tunnel opened"))
 		ss.end()
 		return
 	}
@@ -67,7 +67,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	hello, helloBytes, err := peekClientHello(io.MultiReader(buf.Reader, client))
 	_ = client.SetReadDeadline(time.Time{})
 	if err != nil {
-		_, _ = client.Write([]byte(tlsAlertAccessDenied))
+		d.sendAlert(client, alertAccessDenied)
 		d.refuse(deny(CodeProtocol, 0, t.host, "a tunnel must start with a TLS ClientHello: %v", helloErrReason(err)))
 		ss.end()
 		return
@@ -80,7 +80,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	d.sni = hello.ServerName
 	if den := checkSNI(t, hello.ServerName); den != nil {
-		_, _ = client.Write([]byte(tlsAlertAccessDenied))
+		d.sendAlert(client, alertAccessDenied)
 		d.refuse(den)
 		ss.end()
 		return
@@ -139,8 +139,10 @@ func (s *Server) openTunnel(ss *session, helloBytes []byte, t target, adm admiss
 	upstream, err := adm.guard.Dial(ctx, adm.dest)
 	cancel()
 	if err != nil {
-		_, _ = ss.client.Write([]byte(tlsAlertAccessDenied))
-		d.refuse(classifyUpstream(err, t.host))
+		// A failure, not a refusal: the alert must not read as a block.
+		den := classifyUpstream(err, t.host)
+		d.sendAlert(ss.client, alertFor(den))
+		d.refuse(den)
 		ss.end()
 		return
 	}

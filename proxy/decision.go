@@ -1,8 +1,12 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"net"
+	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +32,81 @@ const (
 	fieldInjected    = "injected"
 	fieldMethod      = "method"
 	fieldTransparent = "transparent"
+	fieldTLSAlert    = "tls_alert"
 )
+
+// Verdicts of the decision line and of the metrics' verdict label.
+const (
+	// VerdictAllow: the request or tunnel was let through and ended well.
+	VerdictAllow = "allow"
+	// VerdictDeny: the policy (allowlist, address policy, binding checks,
+	// malformed-input rules, limits) refused it.
+	VerdictDeny = "deny"
+	// VerdictError: it was not refused, but failed: the upstream could not
+	// be reached or broke off, or the client sent too much, too slowly, or
+	// went away mid-request. Its code says which side.
+	VerdictError = "error"
+)
+
+// Codes of failures on the client's side. They never reach the client as
+// X-Proxy-Error (net/http answers, or nothing is answered); they are logged.
+const (
+	// CodeClientHeaderTooLarge: the request header block exceeded the
+	// limit; net/http answered 431.
+	CodeClientHeaderTooLarge Code = "client-header-too-large"
+	// CodeClientTimeout: the request header did not arrive within the
+	// header read timeout (a slowloris client); the connection was closed.
+	CodeClientTimeout Code = "client-timeout"
+	// CodeClientClosed: the client went away before its request was
+	// answered: in the middle of its header, or while the upstream was
+	// still working on it.
+	CodeClientClosed Code = "client-closed"
+)
+
+// verdictOf tells a failure from a refusal by its code: the upstream-* and
+// client-* codes are failures of one side, every other code is a decision
+// of the policy.
+func verdictOf(c Code) string {
+	if strings.HasPrefix(string(c), "upstream-") || strings.HasPrefix(string(c), "client-") {
+		return VerdictError
+	}
+	return VerdictDeny
+}
+
+// TLS alerts the gateway sends on a tunnel after its 200, named in the
+// decision line's tls_alert field.
+const (
+	// alertAccessDenied (49) answers a refusal: the policy said no.
+	alertAccessDenied = "access_denied"
+	// alertInternalError (80) answers a failure that is neither the
+	// client's nor the policy's: the upstream could not be reached. It
+	// does not read as a block.
+	alertInternalError = "internal_error"
+)
+
+// tlsAlertInternalError is a fatal TLS alert record (internal_error, 80),
+// framed like tlsAlertAccessDenied.
+const tlsAlertInternalError = "\x15\x03\x03\x00\x02\x02\x50"
+
+// sendAlert writes a fatal TLS alert to a tunnel's client and records it
+// on the decision line.
+func (d *decision) sendAlert(c net.Conn, name string) {
+	record := tlsAlertAccessDenied
+	if name == alertInternalError {
+		record = tlsAlertInternalError
+	}
+	_, _ = c.Write([]byte(record))
+	d.alert = name
+}
+
+// alertFor picks the alert for a tunnel that cannot go on: access_denied
+// for a refusal, internal_error for a failure.
+func alertFor(den *denial) string {
+	if verdictOf(den.code) == VerdictError {
+		return alertInternalError
+	}
+	return alertAccessDenied
+}
 
 // Modes of the decision line.
 const (
@@ -55,10 +133,13 @@ type decision struct {
 
 	denial *denial // nil: allowed
 	status int
+	alert  string // the TLS alert the client was sent, if any
 
-	mu       sync.Mutex // bytes are counted from two copy goroutines
-	bytesIn  int64      // from the client
-	bytesOut int64      // to the client
+	// mu guards the bytes, counted from two copy goroutines, and the
+	// denial, which a failing copy may record.
+	mu       sync.Mutex
+	bytesIn  int64 // from the client
+	bytesOut int64 // to the client
 
 	once sync.Once
 }
@@ -88,10 +169,51 @@ func (d *decision) setUpstream(c net.Conn) {
 
 // refuse records a denial; the first one wins.
 func (d *decision) refuse(den *denial) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.denial == nil {
 		d.denial = den
 		d.status = den.status
 	}
+}
+
+// fail records a failure that came after the status was sent (a response
+// body or a tunnel that broke off): the client saw the status, so it stays;
+// the verdict becomes error. A refusal or failure recorded before wins.
+func (d *decision) fail(den *denial) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.denial == nil {
+		d.denial = den
+	}
+}
+
+// requestFailure is what a request that got no response is recorded as:
+// the client going away (its request context was cancelled), or an
+// upstream failure as classifyUpstream names it.
+func requestFailure(err error, r *http.Request, host string) *denial {
+	if errors.Is(err, context.Canceled) && r != nil && r.Context().Err() != nil {
+		return deny(CodeClientClosed, 0, host, "the client went away before the upstream answered")
+	}
+	return classifyUpstream(err, host)
+}
+
+// bodyFailure is what a response body that broke off mid-way is recorded
+// as: the client going away (its request context was cancelled), or an
+// upstream failure.
+func bodyFailure(err error, host string) *denial {
+	if errors.Is(err, context.Canceled) {
+		return deny(CodeClientClosed, 0, host, "the client went away during the response body")
+	}
+	return brokeOff(err, host, "the response body broke off after the status was sent")
+}
+
+// brokeOff records an upstream failure after the status was sent, as
+// classifyUpstream names it, saying what broke off.
+func brokeOff(err error, host, what string) *denial {
+	den := *classifyUpstream(err, host)
+	den.reason = what + ": " + den.reason
+	return &den
 }
 
 // Record is one decision as the observers (metrics, the admin API's ring of
@@ -111,6 +233,7 @@ type Record struct {
 	SNI         string    `json:"sni,omitempty"`
 	Upstream    string    `json:"upstream,omitempty"`
 	Status      int       `json:"status,omitempty"`
+	TLSAlert    string    `json:"tls_alert,omitempty"`
 	Injected    []string  `json:"injected,omitempty"`
 	BytesIn     int64     `json:"bytes_in"`
 	BytesOut    int64     `json:"bytes_out"`
@@ -128,6 +251,9 @@ type Observer struct {
 	Tunnel func(delta int)
 	// Limited gets the code of every connection a limit refused.
 	Limited func(Code)
+	// Connection gets +1 when a client connection is let in (on either
+	// listener) and -1 when it is closed.
+	Connection func(delta int)
 }
 
 // sink is where decisions go: the log and the observer, both through the
@@ -141,20 +267,27 @@ type sink struct {
 func (d *decision) record() Record {
 	r := Record{
 		Time: d.start, Client: d.client, Mode: d.mode, Transparent: d.transparent,
-		Host: d.host, Port: d.port, Method: d.method, Verdict: "allow", Entry: d.entry,
-		SNI: d.sni, Status: d.status, Injected: d.injected,
-		DurationMS: float64(time.Since(d.start).Microseconds()) / 1000,
+		Host: d.host, Port: d.port, Method: d.method, Verdict: VerdictAllow, Entry: d.entry,
+		SNI: d.sni, TLSAlert: d.alert, Injected: d.injected,
+		DurationMS: durationMS(time.Since(d.start)),
 	}
 	if d.upstream.IsValid() {
 		r.Upstream = d.upstream.String()
 	}
-	if d.denial != nil {
-		r.Verdict, r.Code, r.Reason = "deny", d.denial.code, d.denial.reason
-	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	r.Status = d.status
+	if d.denial != nil {
+		r.Verdict, r.Code, r.Reason = verdictOf(d.denial.code), d.denial.code, d.denial.reason
+	}
 	r.BytesIn, r.BytesOut = d.bytesIn, d.bytesOut
-	d.mu.Unlock()
 	return r
+}
+
+// durationMS is how every duration is logged: milliseconds, as a number
+// with microsecond precision, in a field whose name ends in _ms.
+func durationMS(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
 }
 
 // log writes the decision line and tells the observer, exactly once
@@ -163,7 +296,7 @@ func (d *decision) log(k *sink) {
 	d.once.Do(func() {
 		r := k.redact.record(d.record())
 		level := zerolog.InfoLevel
-		if d.denial != nil && d.denial.status >= 500 {
+		if r.Verdict == VerdictError || (r.Verdict == VerdictDeny && r.Status >= 500) {
 			level = zerolog.WarnLevel
 		}
 		ev := k.log.WithLevel(level).
@@ -192,6 +325,9 @@ func (d *decision) log(k *sink) {
 		}
 		if r.Status != 0 {
 			ev = ev.Int(fieldStatus, r.Status)
+		}
+		if r.TLSAlert != "" {
+			ev = ev.Str(fieldTLSAlert, r.TLSAlert)
 		}
 		if len(r.Injected) > 0 {
 			ev = ev.Strs(fieldInjected, r.Injected)

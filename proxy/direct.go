@@ -109,9 +109,15 @@ func exchange(uc *upstreamConn, r *http.Request, responseHeader time.Duration) (
 	}
 	_ = uc.conn.SetReadDeadline(time.Now().Add(responseHeader))
 	defer func() { _ = uc.conn.SetReadDeadline(time.Time{}) }()
+	// A client that goes away stops the wait (its request's context ends).
+	stop := context.AfterFunc(r.Context(), func() { _ = uc.conn.SetReadDeadline(time.Now()) })
+	defer stop()
 	for {
 		resp, err := http.ReadResponse(uc.br, r)
 		if err != nil {
+			if ctxErr := r.Context().Err(); ctxErr != nil {
+				return nil, ctxErr
+			}
 			return nil, &responseError{err: err}
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {

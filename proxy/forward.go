@@ -160,7 +160,14 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 	if st == nil {
 		st = &forwardState{d: newDecision(clientAddr(ctx.Req), modeHTTP)}
 	}
-	return s.refuse(ctx.Req, st.d, classifyUpstream(ctx.Error, st.d.host))
+	den := requestFailure(ctx.Error, ctx.Req, st.d.host)
+	if den.status == 0 {
+		// The client went away: the line says so (status 0), but goproxy
+		// still needs a response to write, into the void.
+		st.d.refuse(den)
+		den = classifyUpstream(ctx.Error, st.d.host)
+	}
+	return s.refuse(ctx.Req, st.d, den)
 }
 
 // stripHopByHop removes hop-by-hop headers, the headers Connection names,

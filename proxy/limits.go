@@ -74,11 +74,15 @@ type countedConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	closed  sync.Once
+	onClose func() // the connection is gone (the active-connections gauge)
 }
 
 func (c *countedConn) Close() error {
 	c.releaseSlot()
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	c.closed.Do(c.onClose)
+	return err
 }
 
 func (c *countedConn) releaseSlot() { c.once.Do(c.release) }
@@ -123,7 +127,9 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 		}
 		den := l.s.limiter.admit(client)
 		if den == nil {
-			return &countedConn{Conn: c, release: func() { l.s.limiter.release(client) }}, nil
+			l.s.connectionDelta(1)
+			return &countedConn{Conn: c, release: func() { l.s.limiter.release(client) },
+				onClose: func() { l.s.connectionDelta(-1) }}, nil
 		}
 		l.s.refuseConn(c, den, l.answerIn)
 	}
@@ -149,4 +155,12 @@ func (s *Server) refuseConn(c net.Conn, den *denial, answer bool) {
 		resp.Close = true
 		_ = resp.Write(c)
 	}()
+}
+
+// connectionDelta tells the observer that a client connection opened (+1)
+// or closed (-1).
+func (s *Server) connectionDelta(delta int) {
+	if s.sink.observer.Connection != nil {
+		s.sink.observer.Connection(delta)
+	}
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -90,7 +89,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		ErrorLog:       s.stdLogger(),
 		BufferPool:     (*relayBufPool)(s),
 	}
-	s.serveHTTPConn(tlsConn, h)
+	s.serveHTTPConn(s.watch(tlsConn, tunnel), h)
 	// A hijacked connection (a websocket upgrade) ends Serve while its
 	// handler still relays; the tunnel lasts until every handler is done.
 	h.active.Wait()
@@ -219,10 +218,7 @@ func (h *mitmHandler) modifyResponse(resp *http.Response) error {
 
 func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	d := r.Context().Value(mitmDecisionKey{}).(*decision)
-	den := classifyUpstream(err, h.t.host)
-	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-		den = deny(CodeUpstreamError, 0, h.t.host, "the client went away")
-	}
+	den := requestFailure(err, r, h.t.host)
 	d.refuse(den)
 	if den.status != 0 {
 		den.write(w)
@@ -237,7 +233,10 @@ func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err 
 func (s *Server) serveHTTPConn(c net.Conn, h http.Handler) {
 	inner := s.newHTTPServer(h)
 	ln := newOneConnListener(c)
-	inner.ConnState = ln.connState
+	inner.ConnState = func(c net.Conn, st http.ConnState) {
+		s.connState(c, st)
+		ln.connState(c, st)
+	}
 	_ = inner.Serve(ln)
 }
 

@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -21,25 +23,51 @@ const relayBufSize = 32 << 10
 // waits (see pooledReader). With thousands of idle tunnels this is most of
 // their memory.
 func (s *Server) relay(client, upstream net.Conn, d *decision, idle time.Duration) {
-	var wg sync.WaitGroup
+	var (
+		wg         sync.WaitGroup
+		clientDone atomic.Bool
+	)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		d.addOut(s.copyTunnel(client, upstream, idle))
+		n, err := s.copyTunnel(client, upstream, idle)
+		d.addOut(n)
+		// A reset before the upstream sent a byte is a failure. Later the
+		// bytes are opaque, and a reset is how many servers close (with a
+		// close_notify still unread): the tunnel is not called broken.
+		if n == 0 && broken(err) && !clientDone.Load() {
+			d.fail(brokeOff(err, d.host, "the upstream reset the tunnel before it sent a byte"))
+		}
 		// The client may reconnect as soon as it sees our FIN.
 		releaseSlot(client)
 		closeWrite(client)
 	}()
-	d.addIn(s.copyTunnel(upstream, client, idle))
+	n, _ := s.copyTunnel(upstream, client, idle)
+	d.addIn(n)
+	clientDone.Store(true)
 	closeWrite(upstream)
 	wg.Wait()
 }
 
-// copyTunnel copies src to dst until EOF or an error. A direction with no
-// bytes for idle ends (the read deadline is pushed forward as bytes
-// arrive, but at most every idle/16, to keep timer updates off the
-// hot path).
-func (s *Server) copyTunnel(dst, src net.Conn, idle time.Duration) int64 {
+// broken tells a read error that ends a tunnel direction abnormally (a
+// reset) from its ordinary ends: EOF, the idle timeout, our own close.
+func broken(err error) bool {
+	var ne net.Error
+	switch {
+	case err == nil, errors.Is(err, errEOF), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		return false
+	case errors.As(err, &ne) && ne.Timeout():
+		return false
+	}
+	return true
+}
+
+// copyTunnel copies src to dst until EOF or an error, and returns the
+// bytes written and the error that ended reading src (nil when writing dst
+// failed). A direction with no bytes for idle ends (the read deadline is
+// pushed forward as bytes arrive, but at most every idle/16, to keep timer
+// updates off the hot path).
+func (s *Server) copyTunnel(dst, src net.Conn, idle time.Duration) (int64, error) {
 	var (
 		total     int64
 		refreshed time.Time
@@ -65,18 +93,20 @@ func (s *Server) copyTunnel(dst, src net.Conn, idle time.Duration) int64 {
 			bp = s.getBuf()
 			n, err = src.Read(*bp)
 		}
+		var werr error
 		if n > 0 {
-			w, werr := dst.Write((*bp)[:n])
+			var w int
+			w, werr = dst.Write((*bp)[:n])
 			total += int64(w)
-			if werr != nil {
-				err = werr
-			}
 		}
 		if bp != nil {
 			s.bufs.Put(bp)
 		}
+		if werr != nil {
+			return total, nil
+		}
 		if err != nil {
-			return total
+			return total, err
 		}
 	}
 }

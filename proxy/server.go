@@ -245,12 +245,14 @@ func New(o Options) (*Server, error) {
 
 // newHTTPServer is net/http's server with our limits, for the explicit
 // listener and for the connections we serve one by one (intercepted
-// tunnels, transparent plain HTTP). The request context carries the
-// client connection, so that a framingConn keeps its own upstream
+// tunnels, transparent plain HTTP). Connections served must be watched
+// (see watchConn), so that requests net/http ends itself are logged too.
+// The request context carries the client connection, so that a framingConn keeps its own upstream
 // connection (roundTripDirect) and its framing verdict.
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           s.handOver(h),
+		ConnState:         s.connState,
 		ReadHeaderTimeout: s.timeouts.ReadHeader,
 		IdleTimeout:       s.timeouts.Idle,
 		MaxHeaderBytes:    s.maxHdr,
@@ -291,7 +293,8 @@ type connKey struct{}
 // Serve accepts connections on ln until Shutdown. It returns
 // http.ErrServerClosed after a Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.http.Serve(&framingListener{Listener: &limitedListener{Listener: ln, s: s, answerIn: true}, maxHeader: s.maxHdr + 4096})
+	ln = &watchListener{Listener: &limitedListener{Listener: ln, s: s, answerIn: true}, s: s}
+	return s.http.Serve(&framingListener{Listener: ln, maxHeader: s.maxHdr + 4096})
 }
 
 // Shutdown stops accepting, waits for in-flight requests and tunnels until ctx

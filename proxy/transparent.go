@@ -154,7 +154,7 @@ func (s *Server) denyOverTLS(c net.Conn, helloBytes []byte, t target, den *denia
 // port when the header has none) and forwarded exactly like an
 // absolute-form request in explicit mode.
 func (s *Server) serveTransparentHTTP(ss *session, first []byte, orig netip.AddrPort) {
-	fc := newFramingConn(&replayConn{Conn: ss.client, replay: first}, s.maxHdr+4096)
+	fc := newFramingConn(s.watch(&replayConn{Conn: ss.client, replay: first}, ss.d), s.maxHdr+4096)
 	logged := false
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logged = true

@@ -6,23 +6,26 @@ import (
 	"github.com/hookgate/hookgate/config"
 )
 
-// configView is the effective config as GET /v1/config shows it: every
+// configView is the config in force as GET /v1/config shows it: every
 // setting, with transform values as written (their ${env:...} and
-// ${file:...} references), never the secrets they resolved to.
+// ${file:...} references), never the secrets they resolved to. Settings
+// read only at start show the values the gateway started with; those the
+// file has changed since are named in pending_restart.
 type configView struct {
-	File       string            `json:"file"`
-	Generation uint64            `json:"generation"`
-	Listen     listenView        `json:"listen"`
-	Allowlist  []entryView       `json:"allowlist"`
-	AllowCIDRs []string          `json:"allow_cidrs"`
-	DNSServers []string          `json:"dns_servers"`
-	DNSDenied  string            `json:"dns_denied"`
-	Timeouts   map[string]string `json:"timeouts"`
-	Upstream   upstreamView      `json:"upstream"`
-	CA         caView            `json:"ca"`
-	Admin      adminView         `json:"admin"`
-	Limits     limitsView        `json:"limits"`
-	Log        map[string]string `json:"log"`
+	File           string            `json:"file"`
+	Generation     uint64            `json:"generation"`
+	PendingRestart []string          `json:"pending_restart"`
+	Listen         listenView        `json:"listen"`
+	Allowlist      []entryView       `json:"allowlist"`
+	AllowCIDRs     []string          `json:"allow_cidrs"`
+	DNSServers     []string          `json:"dns_servers"`
+	DNSDenied      string            `json:"dns_denied"`
+	Timeouts       map[string]string `json:"timeouts"`
+	Upstream       upstreamView      `json:"upstream"`
+	CA             caView            `json:"ca"`
+	Admin          adminView         `json:"admin"`
+	Limits         limitsView        `json:"limits"`
+	Log            map[string]string `json:"log"`
 }
 
 type listenView struct {
@@ -60,19 +63,20 @@ type limitsView struct {
 	ShutdownGrace           string `json:"shutdown_grace"`
 }
 
-func newConfigView(c *config.Config, generation uint64) configView {
+func newConfigView(c *config.Config, generation uint64, pending []string) configView {
 	v := configView{
-		File:       c.File,
-		Generation: generation,
-		Listen:     listenView{c.ProxyListen, c.TransparentListen, c.DNSListen, c.AdminListen},
-		AllowCIDRs: make([]string, 0, len(c.AllowCIDRs)),
-		DNSServers: make([]string, 0, len(c.DNSServers)),
-		Upstream:   upstreamView{c.UpstreamCAFile},
-		CA:         caView{c.CACertFile, c.CAKeyFile},
-		Admin:      adminView{c.AdminTokenFile},
-		Limits:     limitsView{c.MaxConnections, c.MaxConnectionsPerClient, c.ShutdownGrace.String()},
-		Log:        map[string]string{"level": c.LogLevel.String()},
-		DNSDenied:  c.DNSDenied,
+		File:           c.File,
+		Generation:     generation,
+		PendingRestart: pending,
+		Listen:         listenView{c.ProxyListen, c.TransparentListen, c.DNSListen, c.AdminListen},
+		AllowCIDRs:     make([]string, 0, len(c.AllowCIDRs)),
+		DNSServers:     make([]string, 0, len(c.DNSServers)),
+		Upstream:       upstreamView{c.UpstreamCAFile},
+		CA:             caView{c.CACertFile, c.CAKeyFile},
+		Admin:          adminView{c.AdminTokenFile},
+		Limits:         limitsView{c.MaxConnections, c.MaxConnectionsPerClient, c.ShutdownGrace.String()},
+		Log:            map[string]string{"level": c.LogLevel.String()},
+		DNSDenied:      c.DNSDenied,
 		Timeouts: map[string]string{
 			"resolve": c.Timeouts.Resolve.String(), "dial": c.Timeouts.Dial.String(),
 			"tls_handshake": c.Timeouts.TLSHandshake.String(), "response_header": c.Timeouts.ResponseHeader.String(),

@@ -104,7 +104,7 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	// No level hides load errors (logged at error level): a broken
 	// hooks.json must never pass unnoticed.
-	log := zerolog.New(stderr).Level(min(level, zerolog.ErrorLevel)).With().Timestamp().Logger()
+	log := newLogger(stderr, min(level, zerolog.ErrorLevel))
 
 	data, err := io.ReadAll(io.LimitReader(stdin, maxEventSize+1))
 	if err != nil {

@@ -57,11 +57,21 @@ type gateway struct {
 	proxy   *proxy.Server
 	dns     *dnsserver.Server
 
-	reloadMu   sync.Mutex // one reload at a time (SIGHUP and the admin API)
-	cfg        atomic.Pointer[config.Config]
+	reloadMu sync.Mutex // one reload at a time (SIGHUP and the admin API)
+	// cfg is the config in force: the settings read only at start keep
+	// the values the gateway started with, whatever the file says now.
+	cfg atomic.Pointer[config.Config]
+	// pending names the settings of the last file loaded that differ from
+	// the values in force and wait for a restart.
+	pending    atomic.Pointer[[]string]
 	dnsPolicy  atomic.Pointer[dnsserver.Policy]
 	generation atomic.Uint64
 	ready      atomic.Bool
+
+	// admin is where the admin API listens (nil: nowhere) and adminToken
+	// whether it requires a token; both are fixed at start.
+	admin      net.Addr
+	adminToken bool
 }
 
 // loadGatewayConfig reads the config and applies the command line's
@@ -124,6 +134,7 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 		Timeout:    cfg.Timeouts.Resolve,
 	})
 	g.cfg.Store(cfg)
+	g.pending.Store(&[]string{})
 	g.generation.Store(1)
 	g.metrics.SetGeneration(1)
 	return g, nil
@@ -177,31 +188,42 @@ func proxyTimeouts(t config.Timeouts) proxy.Timeouts {
 // reload builds and validates the whole new config, then swaps it in:
 // requests and tunnels already open finish under the policy they started
 // with, new ones get the new one. On any error the old config stays.
-func (g *gateway) reload(context.Context) (uint64, error) {
+//
+// The answer, and the "config reloaded" line, list the settings the new
+// file changes that are read only at start (pending_restart); those keep
+// their values until a restart.
+func (g *gateway) reload(context.Context) (admin.ReloadResult, error) {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	gen, err := g.swap()
 	g.metrics.Reload(err == nil)
 	if err != nil {
 		g.log.Error().Err(err).Msg("config reload failed; the previous config stays in force")
-		return 0, err
+		return admin.ReloadResult{}, err
 	}
 	g.metrics.SetGeneration(gen)
-	g.log.Info().Uint64("generation", gen).Int("allowlist_entries", len(g.cfg.Load().Allowlist.Entries())).Msg("config reloaded")
-	return gen, nil
+	pending := *g.pending.Load()
+	ev := g.log.Info()
+	if len(pending) > 0 {
+		ev = g.log.Warn()
+	}
+	ev.Uint64("generation", gen).Int("allowlist_entries", len(g.cfg.Load().Allowlist.Entries())).
+		Strs("pending_restart", pending).
+		Msg("config reloaded")
+	g.warnOpenAdmin()
+	return admin.ReloadResult{Generation: gen, PendingRestart: pending}, nil
 }
 
 func (g *gateway) swap() (uint64, error) {
-	cfg, err := loadGatewayConfig(g.opts)
+	loaded, err := loadGatewayConfig(g.opts)
 	if err != nil {
 		return 0, err
 	}
-	for _, w := range cfg.Warnings {
+	for _, w := range loaded.Warnings {
 		g.log.Warn().Str("problem", w.Error()).Msg("config")
 	}
-	if changed := restartOnly(g.cfg.Load(), cfg); len(changed) > 0 {
-		g.log.Warn().Strs("fields", changed).Msg("these settings change only on restart; the rest of the new config applies now")
-	}
+	cur := g.cfg.Load()
+	cfg, pending := inForce(cur, loaded)
 	p, err := g.policy(cfg)
 	if err != nil {
 		return 0, err
@@ -211,6 +233,7 @@ func (g *gateway) swap() (uint64, error) {
 	}
 	g.dnsPolicy.Store(g.dnsServerPolicy(cfg, p))
 	g.cfg.Store(cfg)
+	g.pending.Store(&pending)
 	if g.leaves != nil {
 		// Leaves of hosts that no longer get credentials are dropped.
 		g.leaves.Retain(func(host string) bool {
@@ -221,28 +244,79 @@ func (g *gateway) swap() (uint64, error) {
 	return g.generation.Add(1), nil
 }
 
-// restartOnly lists the settings that differ between two configs but are
-// read only at start.
-func restartOnly(old, cur *config.Config) []string {
-	var changed []string
-	check := func(name string, differ bool) {
-		if differ {
-			changed = append(changed, name)
-		}
+// startSetting is a setting read only at start: a reload that changes it
+// leaves the value the gateway started with in force until a restart.
+type startSetting struct {
+	name   string
+	differ func(a, b *config.Config) bool
+	keep   func(dst, src *config.Config) // dst takes src's value
+}
+
+// startSettings are the settings read only at start. (The shutdown grace
+// is not one: it is read when the shutdown begins.)
+func startSettings() []startSetting {
+	return []startSetting{
+		{"listen.proxy", func(a, b *config.Config) bool { return a.ProxyListen != b.ProxyListen },
+			func(d, s *config.Config) { d.ProxyListen = s.ProxyListen }},
+		{"listen.transparent", func(a, b *config.Config) bool { return a.TransparentListen != b.TransparentListen },
+			func(d, s *config.Config) { d.TransparentListen = s.TransparentListen }},
+		{"listen.dns", func(a, b *config.Config) bool { return a.DNSListen != b.DNSListen },
+			func(d, s *config.Config) { d.DNSListen = s.DNSListen }},
+		{"listen.admin", func(a, b *config.Config) bool { return a.AdminListen != b.AdminListen },
+			func(d, s *config.Config) { d.AdminListen = s.AdminListen }},
+		{"network.dns.servers", func(a, b *config.Config) bool { return !slices.Equal(a.DNSServers, b.DNSServers) },
+			func(d, s *config.Config) { d.DNSServers = s.DNSServers }},
+		{"upstream.ca_file", func(a, b *config.Config) bool { return a.UpstreamCAFile != b.UpstreamCAFile },
+			func(d, s *config.Config) { d.UpstreamCAFile = s.UpstreamCAFile }},
+		{"ca.cert_file", func(a, b *config.Config) bool { return a.CACertFile != b.CACertFile },
+			func(d, s *config.Config) { d.CACertFile = s.CACertFile }},
+		{"ca.key_file", func(a, b *config.Config) bool { return a.CAKeyFile != b.CAKeyFile },
+			func(d, s *config.Config) { d.CAKeyFile = s.CAKeyFile }},
+		{"admin.token_file", func(a, b *config.Config) bool { return a.AdminTokenFile != b.AdminTokenFile },
+			func(d, s *config.Config) { d.AdminTokenFile = s.AdminTokenFile }},
+		{"limits.max_connections", func(a, b *config.Config) bool { return a.MaxConnections != b.MaxConnections },
+			func(d, s *config.Config) { d.MaxConnections = s.MaxConnections }},
+		{"limits.max_connections_per_client", func(a, b *config.Config) bool { return a.MaxConnectionsPerClient != b.MaxConnectionsPerClient },
+			func(d, s *config.Config) { d.MaxConnectionsPerClient = s.MaxConnectionsPerClient }},
+		{"log.level", func(a, b *config.Config) bool { return a.LogLevel != b.LogLevel },
+			func(d, s *config.Config) { d.LogLevel = s.LogLevel }},
+		// The proxy's lookups take a new resolve timeout at once; the
+		// sandbox DNS server's stay bounded by the one it started with.
+		{"timeouts.resolve (the sandbox DNS server's lookups)",
+			func(a, b *config.Config) bool { return a.Timeouts.Resolve != b.Timeouts.Resolve },
+			func(*config.Config, *config.Config) {}},
 	}
-	check("listen", old.ProxyListen != cur.ProxyListen || old.TransparentListen != cur.TransparentListen ||
-		old.DNSListen != cur.DNSListen || old.AdminListen != cur.AdminListen)
-	check("network.dns.servers", fmt.Sprint(old.DNSServers) != fmt.Sprint(cur.DNSServers))
-	check("upstream.ca_file", old.UpstreamCAFile != cur.UpstreamCAFile)
-	check("ca", old.CACertFile != cur.CACertFile || old.CAKeyFile != cur.CAKeyFile)
-	check("admin.token_file", old.AdminTokenFile != cur.AdminTokenFile)
-	check("limits", old.MaxConnections != cur.MaxConnections || old.MaxConnectionsPerClient != cur.MaxConnectionsPerClient ||
-		old.ShutdownGrace != cur.ShutdownGrace)
-	check("log.level", old.LogLevel != cur.LogLevel)
-	// The proxy's lookups take a new timeouts.resolve at once; the DNS
-	// server's are bounded by the one it started with.
-	check("timeouts.resolve (for the sandbox's DNS server)", old.Timeouts.Resolve != cur.Timeouts.Resolve)
-	return changed
+}
+
+// inForce is the config that applies after loading loaded while running
+// under cur: loaded, except that every setting read only at start keeps
+// its value in cur. pending names those whose loaded value differs (never
+// nil).
+func inForce(cur, loaded *config.Config) (cfg *config.Config, pending []string) {
+	merged := *loaded
+	pending = []string{}
+	for _, st := range startSettings() {
+		if st.differ(cur, loaded) {
+			pending = append(pending, st.name)
+		}
+		st.keep(&merged, cur)
+	}
+	return &merged, pending
+}
+
+// warnOpenAdmin warns when the admin API can be reached beyond loopback
+// and asks for no token: anyone who reaches it can reload the config and
+// read the decisions.
+func (g *gateway) warnOpenAdmin() {
+	if g.admin == nil || g.adminToken {
+		return
+	}
+	ap, err := netip.ParseAddrPort(g.admin.String())
+	if err == nil && ap.Addr().IsLoopback() {
+		return
+	}
+	g.log.Warn().Str("admin", g.admin.String()).
+		Msg("the admin API listens beyond loopback without a token: whoever reaches it can reload the config and read every decision; set admin.token_file, or listen on 127.0.0.1")
 }
 
 // proxyDecision is a proxy decision in the ring of recent decisions.
@@ -285,7 +359,8 @@ func (g *gateway) observer() proxy.Observer {
 				g.metrics.TunnelClosed()
 			}
 		},
-		Limited: func(c proxy.Code) { g.metrics.Limited(string(c)) },
+		Limited:    func(c proxy.Code) { g.metrics.Limited(string(c)) },
+		Connection: g.metrics.ActiveConnections,
 	}
 }
 
@@ -293,7 +368,7 @@ func (g *gateway) dnsDecision(d dnsserver.Decision) {
 	g.metrics.DNS(d.Verdict)
 	g.recent.Add(dnsDecisionView{
 		Kind: "dns", Time: time.Now().Add(-d.Duration), Client: d.Client, Name: d.Name, Type: d.Type,
-		Verdict: d.Verdict, Reason: d.Reason, Cached: d.Cached, DurationMS: float64(d.Duration.Microseconds()) / 1000,
+		Verdict: d.Verdict, Reason: d.Reason, Cached: d.Cached, DurationMS: durationMS(d.Duration),
 	})
 }
 
@@ -305,7 +380,7 @@ func (g *gateway) adminHandler(token string) http.Handler {
 		Ready:     g.readiness,
 		Metrics:   g.metrics.Handler(),
 		CAPEM:     func() []byte { return g.caPEM },
-		Config:    func() any { return newConfigView(g.cfg.Load(), g.generation.Load()) },
+		Config:    func() any { return newConfigView(g.cfg.Load(), g.generation.Load(), *g.pending.Load()) },
 		Reload:    g.reload,
 		Decisions: func(limit int) any { return g.recent.Last(limit) },
 		Redact:    g.proxy.Redact,

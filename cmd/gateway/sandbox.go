@@ -112,7 +112,7 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 		defer f.Close()
 		logOut = f
 	}
-	logger := zerolog.New(logOut).Level(cfg.LogLevel).With().Timestamp().Logger()
+	logger := newLogger(logOut, cfg.LogLevel)
 	for _, ap := range exempt {
 		logger.Warn().Str("upstream", ap.String()).
 			Msg("TEST MODE: --test-allow-upstream exempts this address from the address policy; never use it in production")
@@ -185,7 +185,7 @@ func waitForwarding(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log
 	var kill <-chan time.Time
 	ctxDone := ctx.Done()
 	forward := func(sig syscall.Signal) {
-		logger.Info().Str("signal", sig.String()).Int("pgid", pgid).Dur("grace", grace).Msg("forwarding signal to the sandbox")
+		logger.Info().Str("signal", sig.String()).Int("pgid", pgid).Float64("grace_ms", durationMS(grace)).Msg("forwarding signal to the sandbox")
 		_ = syscall.Kill(-pgid, sig)
 		if kill == nil {
 			kill = time.After(grace)

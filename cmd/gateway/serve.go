@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -53,7 +54,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return err
 	}
 	o.sinkhole = sinkholeAddrs(true)
-	logger := zerolog.New(stderr).Level(cfg.LogLevel).With().Timestamp().Logger()
+	logger := newLogger(stderr, cfg.LogLevel)
 	if cfg.DNSDenied == config.DNSDeniedSinkhole && cfg.TransparentListen == "" {
 		logger.Warn().Msg("network.dns.denied is sinkhole but listen.transparent is off: denied names resolve to an address that leads nowhere")
 	}
@@ -112,9 +113,11 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	var adminSrv *http.Server
 	if ls.admin != nil {
+		g.admin, g.adminToken = ls.admin.Addr(), g.token != ""
 		adminSrv = serveAdmin(g.adminHandler(g.token), ls.admin)
 	}
 	g.ready.Store(true)
+	g.warnOpenAdmin() // before "gateway listening", which tools wait for
 	logger.Info().Str("proxy", addrOf(ls.proxy)).Str("transparent", addrOf(ls.transparent)).
 		Str("dns", addrOf(ls.dnsTCP)).Str("admin", addrOf(ls.admin)).Bool("redirect", *redirect).
 		Str("config", cfg.File).Int("allowlist_entries", len(cfg.Allowlist.Entries())).Str("version", gatewayVersion()).
@@ -136,7 +139,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 
 	grace := g.cfg.Load().ShutdownGrace
-	logger.Info().Dur("grace", grace).Msg("shutting down: no new connections; in-flight requests and tunnels may finish")
+	logger.Info().Float64("grace_ms", durationMS(grace)).Msg("shutting down: no new connections; in-flight requests and tunnels may finish")
 	g.ready.Store(false)
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
@@ -152,6 +155,25 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	logger.Info().Msg("stopped")
 	return nil
+}
+
+// timeFormat is the time of every log line: RFC 3339 in UTC with
+// milliseconds, always three digits, so lines sort and line up.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// newLogger is the gateway's JSON logger: every line has its "time" with
+// millisecond resolution. (A hook rather than zerolog's Timestamp, whose
+// format is a package-wide setting.)
+func newLogger(w io.Writer, level zerolog.Level) zerolog.Logger {
+	return zerolog.New(w).Level(level).Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
+		e.Str(zerolog.TimestampFieldName, time.Now().UTC().Format(timeFormat))
+	}))
+}
+
+// durationMS is how every duration is logged: milliseconds, as a number
+// with microsecond precision, in a field whose name ends in _ms.
+func durationMS(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
 }
 
 func ignoreClosed(err error) error {

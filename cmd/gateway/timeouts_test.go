@@ -119,7 +119,7 @@ func TestConfigViewShowsTimeouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := json.Marshal(newConfigView(cfg, 1))
+	b, err := json.Marshal(newConfigView(cfg, 1, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
