@@ -41,6 +41,14 @@ type Redirect struct {
 	// from both redirection and dropping: the gateway's own sockets in
 	// shared-namespace mode.
 	ExemptMark uint32
+	// LocalLoopback leaves TCP to loopback (127.0.0.0/8, ::1) alone instead
+	// of redirecting it, so that servers the namespace's own processes
+	// start on loopback (test suites, dev servers) are reachable. Only for
+	// a namespace of its own (sandbox exec): there loopback never leaves
+	// it. Never in shared-namespace mode, where loopback is the gateway's
+	// (its explicit proxy, its admin API). DNS to loopback port 53 is
+	// still redirected to DNSPort.
+	LocalLoopback bool
 }
 
 // Counters are the packet counters of the table's rules.
@@ -219,7 +227,8 @@ func classifyNFT(err error) error {
 }
 
 // natRules: exempt the mark; leave connections to the listeners themselves
-// alone; DNS to the DNS listener; all other TCP to the transparent listener.
+// alone; DNS to the DNS listener; TCP to loopback alone if asked; all other
+// TCP to the transparent listener.
 func natRules(r Redirect) []*nftables.Rule {
 	var rules []*nftables.Rule
 	if r.ExemptMark != 0 {
@@ -237,6 +246,11 @@ func natRules(r Redirect) []*nftables.Rule {
 		rules = append(rules,
 			rule(tagRedirectDNS, l4(unix.IPPROTO_UDP), dport(53), counter(), redirect(r.DNSPort)),
 			rule(tagRedirectDNS, l4(unix.IPPROTO_TCP), dport(53), counter(), redirect(r.DNSPort)))
+	}
+	if r.LocalLoopback {
+		rules = append(rules,
+			rule("", l4(unix.IPPROTO_TCP), loopback4(), accept()),
+			rule("", l4(unix.IPPROTO_TCP), loopback6(), accept()))
 	}
 	rules = append(rules, rule(tagRedirectTCP, l4(unix.IPPROTO_TCP), counter(), redirect(r.TCPPort)))
 	return rules
