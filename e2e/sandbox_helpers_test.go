@@ -320,6 +320,40 @@ func scanLines(s string) []string {
 	return out
 }
 
+// sandboxUID is the user `gateway sandbox exec` runs the command as when
+// no --user is given and there is no SUDO_UID: nobody.
+const sandboxUID = 65534
+
+// prepareForUser makes what the sandbox's unprivileged user needs
+// reachable, as the README asks of users: the test's directories
+// traversable (t.TempDir makes them 0700), the test CA readable (curl
+// --cacert), a workspace it owns, and a copy of this test binary (the
+// sandbox client) outside Go's private build directory.
+func (h *sandboxHarness) prepareForUser() {
+	t := h.t
+	for _, d := range []string{filepath.Dir(h.dir), h.dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(h.caPath, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.ws = filepath.Join(h.dir, "workspace")
+	if err := os.Mkdir(h.ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(h.ws, sandboxUID, sandboxUID); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.self = filepath.Join(h.dir, "bin", "e2e.test")
+	copyFile(t, self, h.self, 0o755)
+}
+
 // runBounded runs cmd-like work with a deadline; see sandboxRun.
 func withTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)

@@ -46,7 +46,8 @@ type sandboxHarness struct {
 	*harness
 	cfg    string
 	tmp    string // the gateway's TMPDIR (where its CA bundles go)
-	self   string // this test binary, the sandbox client
+	ws     string // the command's workspace, owned by sandboxUID
+	self   string // a copy of this test binary the sandbox's user can run: the sandbox client
 	upNS   netns.NsHandle
 	before nsState
 }
@@ -296,13 +297,13 @@ func TestSandboxExec(t *testing.T) {
 	}
 }
 
-// setup writes the configs and the gateway CA and opens the namespaces.
+// setup writes the configs and the gateway CA, makes what the sandbox's
+// unprivileged user needs reachable (see prepareForUser), and opens the
+// namespaces.
 func (h *sandboxHarness) setup() {
 	t := h.t
 	var err error
-	if h.self, err = os.Executable(); err != nil {
-		t.Fatal(err)
-	}
+	h.prepareForUser()
 	caDir := filepath.Join(h.dir, "gateway-ca")
 	if out, err := run(gatewayBin, "ca", "init", "--dir", caDir); err != nil {
 		t.Fatalf("gateway ca init: %v\n%s", err, out)
@@ -344,13 +345,21 @@ func (h *sandboxHarness) gatewayEnv() []string {
 	}
 }
 
-// exec runs `gateway sandbox exec -- argv` in the gateway namespace and
-// waits for it, bounded.
+// exec runs `gateway sandbox exec -- argv` in the gateway namespace, as
+// the default user (nobody: the harness has no SUDO_UID), and waits for
+// it, bounded.
 func (h *sandboxHarness) exec(t *testing.T, argv ...string) sandboxResult {
+	t.Helper()
+	return h.execWith(t, nil, argv...)
+}
+
+// execWith is exec with more flags for `gateway sandbox exec`.
+func (h *sandboxHarness) execWith(t *testing.T, flags []string, argv ...string) sandboxResult {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "gateway.log")
 	args := append([]string{"netns", "exec", h.topo.gwNS, gatewayBin, "sandbox", "exec",
-		"--config", h.cfg, "--log", logPath, "--workspace", h.dir, "--"}, argv...)
+		"--config", h.cfg, "--log", logPath, "--workspace", h.ws}, flags...)
+	args = append(append(args, "--"), argv...)
 	ctx, cancel := withTimeout(sandboxTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.ip, args...)
@@ -391,7 +400,7 @@ func (h *sandboxHarness) signalRun(t *testing.T, sig syscall.Signal) {
 	logPath := filepath.Join(t.TempDir(), "gateway.log")
 	p := startIn(t, h.ip, h.topo.gwNS, "gateway sandbox exec", h.gatewayEnv(), nil,
 		gatewayBin, "sandbox", "exec", "--config", h.cfg, "--log", logPath, "--grace", "5s",
-		"--", "sleep", "60")
+		"--workspace", h.ws, "--", "sleep", "60")
 	ready := waitReady(t, logPath, p)
 	if procs := procsInNetns(ready.Inode); len(procs) == 0 {
 		t.Fatalf("no process in the sandbox namespace (inode %d) while the command runs", ready.Inode)

@@ -217,7 +217,7 @@ func readCounters(nsFD int) (Counters, error) {
 func classifyNFT(err error) error {
 	switch {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return fmt.Errorf("installing nftables rules: %w: %w", ErrNeedsRoot, err)
+		return &PrivilegeError{Op: "installing nftables rules", Err: err}
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP),
 		errors.Is(err, unix.EAFNOSUPPORT), errors.Is(err, unix.EPROTONOSUPPORT),
 		errors.Is(err, unix.ENOSYS):
