@@ -38,7 +38,7 @@ func sandboxClientMain() (code int, isClient bool) {
 		return 0, false
 	}
 	switch os.Args[1] {
-	case "dns", "udp", "tcp":
+	case "dns", "udp", "tcp", "loopback":
 		return runSandboxClient(os.Args[1], os.Args[2:]), true
 	}
 	return 0, false
@@ -49,8 +49,15 @@ func sandboxClientMain() (code int, isClient bool) {
 //	dns NAME           ask 192.0.2.53:53 (any address: DNS is redirected) for A NAME; print "RCODE addr..."
 //	udp ADDR           send one datagram; print "reply ..." or "no reply"
 //	tcp ADDR PAYLOAD   connect, send PAYLOAD (Go-quoted), print "connected" and what came back
+//	loopback           serve on 127.0.0.1 and ::1, connect to each; print "ok ADDR" or the error
 func runSandboxClient(role string, args []string) int {
 	switch {
+	case role == "loopback" && len(args) == 0:
+		for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+			if err := loopbackRoundTrip(addr); err != nil {
+				fmt.Println("error", addr, err)
+			}
+		}
 	case role == "dns" && len(args) == 1:
 		m := new(dns.Msg)
 		m.SetQuestion(dns.Fqdn(args[0]), dns.TypeA)
@@ -108,6 +115,46 @@ func runSandboxClient(role string, args []string) int {
 		return 2
 	}
 	return 0
+}
+
+// loopbackRoundTrip listens on addr, connects to it, and has the server
+// answer one line; it prints "ok ADDR" (the address listened on).
+func loopbackRoundTrip(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	served := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(sandboxOpTimeout))
+		_, err = io.WriteString(c, "hello from the sandbox's own server\n")
+		served <- err
+	}()
+	c, err := net.DialTimeout("tcp", ln.Addr().String(), sandboxOpTimeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(sandboxOpTimeout))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("read: %w (got %q)", err, line)
+	}
+	if err := <-served; err != nil {
+		return err
+	}
+	if line != "hello from the sandbox's own server\n" {
+		return fmt.Errorf("got %q from somebody else", line)
+	}
+	fmt.Println("ok", ln.Addr())
+	return nil
 }
 
 // onThreadIn runs f on a locked OS thread that has entered ns, and brings
