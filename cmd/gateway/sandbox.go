@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -288,6 +289,17 @@ func sandboxError(err error) error {
 	return fmt.Errorf("sandbox exec: %w", err)
 }
 
+// loopbackOnly keeps the loopback addresses of aps.
+func loopbackOnly(aps []netip.AddrPort) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, ap := range aps {
+		if ap.Addr().Unmap().IsLoopback() {
+			out = append(out, ap)
+		}
+	}
+	return out
+}
+
 // runningSandbox is the namespace and the gateway serving it.
 type runningSandbox struct {
 	ns      *netns.Sandbox
@@ -353,8 +365,13 @@ func startSandbox(o gatewayOptions, cfg *config.Config, logger zerolog.Logger) (
 			return nil, err
 		}
 	}
-	// The namespace's loopback is the sandbox's own: TCP to it stays there.
-	if err := r.ns.Redirect(netns.Redirect{TCPPort: sandboxTCPPort, DNSPort: sandboxDNSPort, LocalLoopback: true}); err != nil {
+	// The namespace's loopback is the sandbox's own: TCP to it stays there,
+	// except to the loopback upstreams a test exempts (--test-allow-upstream),
+	// which are the gateway's.
+	if err := r.ns.Redirect(netns.Redirect{
+		TCPPort: sandboxTCPPort, DNSPort: sandboxDNSPort,
+		LocalLoopback: true, KeepRedirecting: loopbackOnly(o.exempt),
+	}); err != nil {
 		return nil, err
 	}
 

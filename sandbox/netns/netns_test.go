@@ -592,4 +592,25 @@ func TestLocalLoopback(t *testing.T) {
 			t.Errorf("LocalLoopback %v: dns to 127.0.0.53: %q (%v), want the DNS listener's reply", localLoopback, out, err)
 		}
 	}
+
+	// KeepRedirecting: exactly the listed loopback address and port still
+	// goes to the gateway; the other local server stays local.
+	r.KeepRedirecting = []netip.AddrPort{netip.MustParseAddrPort(addrs[0])}
+	if s.IPv6() {
+		r.KeepRedirecting = append(r.KeepRedirecting, netip.MustParseAddrPort("[::1]:9"))
+	}
+	if err := s.Redirect(r); err != nil {
+		t.Fatalf("Redirect %+v: %v", r, err)
+	}
+	if out, err := startClient(t, s, "tcp", addrs[0]); err != nil || out != "orig="+addrs[0] {
+		t.Errorf("KeepRedirecting %s: %q (%v), want it redirected", addrs[0], out, err)
+	}
+	if s.IPv6() {
+		if out, err := startClient(t, s, "tcp", "[::1]:9"); err != nil || out != "orig=[::1]:9" {
+			t.Errorf("KeepRedirecting [::1]:9: %q (%v), want it redirected", out, err)
+		}
+		if out, err := startClient(t, s, "tcp", addrs[1]); err != nil || out != "local" {
+			t.Errorf("KeepRedirecting, other address %s: %q (%v), want it local", addrs[1], out, err)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -49,6 +50,12 @@ type Redirect struct {
 	// (its explicit proxy, its admin API). DNS to loopback port 53 is
 	// still redirected to DNSPort.
 	LocalLoopback bool
+	// KeepRedirecting lists loopback addresses and ports that are still
+	// redirected with LocalLoopback: upstreams on the gateway's own
+	// loopback that tests exempt from the address policy
+	// (--test-allow-upstream), which the sandbox reaches through the
+	// gateway by their address.
+	KeepRedirecting []netip.AddrPort
 }
 
 // Counters are the packet counters of the table's rules.
@@ -248,6 +255,9 @@ func natRules(r Redirect) []*nftables.Rule {
 			rule(tagRedirectDNS, l4(unix.IPPROTO_TCP), dport(53), counter(), redirect(r.DNSPort)))
 	}
 	if r.LocalLoopback {
+		for _, ap := range r.KeepRedirecting {
+			rules = append(rules, rule(tagRedirectTCP, l4(unix.IPPROTO_TCP), daddrIs(ap.Addr()), dport(ap.Port()), counter(), redirect(r.TCPPort)))
+		}
 		rules = append(rules,
 			rule("", l4(unix.IPPROTO_TCP), loopback4(), accept()),
 			rule("", l4(unix.IPPROTO_TCP), loopback6(), accept()))
@@ -321,6 +331,21 @@ func loopback6() []expr.Any {
 	return append(nfproto(unix.NFPROTO_IPV6),
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
 		cmpEq(net.IPv6loopback))
+}
+
+// daddrIs matches packets to exactly a (IPv4 or IPv6).
+func daddrIs(a netip.Addr) []expr.Any {
+	a = a.Unmap()
+	if a.Is4() {
+		b := a.As4()
+		return append(nfproto(unix.NFPROTO_IPV4),
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+			cmpEq(b[:]))
+	}
+	b := a.As16()
+	return append(nfproto(unix.NFPROTO_IPV6),
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
+		cmpEq(b[:]))
 }
 
 func icmp6TypeRange(lo, hi byte) []expr.Any {
