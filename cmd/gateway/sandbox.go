@@ -170,9 +170,24 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 		cmd.SysProcAttr.Foreground = true
 		cmd.SysProcAttr.Ctty = 0
 	}
-	if err := sb.ns.Start(cmd); err != nil {
+	// The init says on fd 3 when the command runs (see initStarted).
+	startedR, startedW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("sandbox exec: %w", err)
+	}
+	cmd.ExtraFiles = []*os.File{startedW}
+	err = sb.ns.Start(cmd)
+	_ = startedW.Close()
+	if err != nil {
+		_ = startedR.Close()
 		return &exitError{code: 127, msg: fmt.Sprintf("sandbox exec: starting %s: %v", argv[0], err)}
 	}
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		defer startedR.Close()
+		_, _ = startedR.Read(make([]byte, 1)) // a byte, or EOF when the init exits
+	}()
 	if tty >= 0 {
 		defer reclaimTTY(tty)
 	}
@@ -183,7 +198,7 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 		Str("config", cfg.File).Str("version", gatewayVersion()).
 		Msg("sandbox ready")
 
-	state := waitForwarding(ctx, cmd, *grace, logger)
+	state := waitForwarding(ctx, cmd, started, *grace, logger)
 	// The init is gone, and with it its PID namespace: nothing the command
 	// started is left. (Killing the init's group is a no-op kept for
 	// safety.)
@@ -202,8 +217,10 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 // waitForwarding waits for cmd (the sandbox's init), forwarding SIGINT,
 // SIGTERM and SIGHUP to it (it passes them on to the command); grace after
 // the first one (or after ctx ends), it kills the init, and with it the
-// whole sandbox.
-func waitForwarding(ctx context.Context, cmd *exec.Cmd, grace time.Duration, logger zerolog.Logger) *os.ProcessState {
+// whole sandbox. Signals are held back until started is closed: before
+// it has set up its handlers, a signal would end the init (Go's default)
+// instead of reaching the command.
+func waitForwarding(ctx context.Context, cmd *exec.Cmd, started <-chan struct{}, grace time.Duration, logger zerolog.Logger) *os.ProcessState {
 	sigc := make(chan os.Signal, 4)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigc)
@@ -215,17 +232,28 @@ func waitForwarding(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log
 	pid := cmd.Process.Pid
 	var kill <-chan time.Time
 	ctxDone := ctx.Done()
+	var held []syscall.Signal
 	forward := func(sig syscall.Signal) {
-		logger.Info().Str("signal", sig.String()).Int("pid", pid).Dur("grace", grace).Msg("forwarding signal to the sandbox")
-		_ = syscall.Kill(pid, sig)
 		if kill == nil {
 			kill = time.After(grace)
 		}
+		if started != nil {
+			held = append(held, sig)
+			return
+		}
+		logger.Info().Str("signal", sig.String()).Int("pid", pid).Dur("grace", grace).Msg("forwarding signal to the sandbox")
+		_ = syscall.Kill(pid, sig)
 	}
 	for {
 		select {
 		case <-done:
 			return cmd.ProcessState
+		case <-started:
+			started = nil
+			for _, sig := range held {
+				forward(sig)
+			}
+			held = nil
 		case s := <-sigc:
 			forward(s.(syscall.Signal))
 		case <-ctxDone:

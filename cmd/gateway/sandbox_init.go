@@ -208,6 +208,7 @@ func runSandboxInit(args []string, stderr io.Writer) error {
 	// This goroutine's thread gets the reduced credentials and forks the
 	// command; it is never unlocked, so no other goroutine runs on it.
 	runtime.LockOSThread()
+	syscall.CloseOnExec(initStartedFD) // never the command's
 	if os.Getpid() != 1 || len(args) < 5 {
 		return fmt.Errorf("%w: sandbox %s is started by `gateway sandbox exec`, not by hand", errUsage, sandboxInitArg)
 	}
@@ -252,6 +253,7 @@ func runSandboxInit(args []string, stderr io.Writer) error {
 		return &exitError{code: code, msg: fmt.Sprintf("sandbox exec: starting %s as %d:%d in %s: %v", argv[0], uid, gid, dir, err)}
 	}
 	go forwardSignals(sigs, pid)
+	initStarted()
 	if code := reapUntil(pid); code != 0 {
 		return &exitError{code: code}
 	}
@@ -315,6 +317,17 @@ func lastCap() int {
 		}
 	}
 	return unix.CAP_LAST_CAP
+}
+
+// initStartedFD is the pipe on which the init tells the gateway that the
+// command runs and signals can be forwarded: one byte, then closed. (EOF
+// without it: the init ended first.)
+const initStartedFD = 3
+
+func initStarted() {
+	f := os.NewFile(initStartedFD, "started")
+	_, _ = f.Write([]byte{1})
+	_ = f.Close()
 }
 
 // forwardedSignals are passed on from the init to the command's process
