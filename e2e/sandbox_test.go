@@ -363,22 +363,28 @@ print("allowed"); sys.exit(0)'`
 		}
 	})
 
-	escapes := []struct{ name, script string }{
+	// want, if set, must be in stdout: the attempt ran and was refused (not,
+	// say, failed to start).
+	escapes := []struct{ name, script, want string }{
 		{"nsenter into the gateway's namespace",
-			`nsenter --net=` + gwNetns + ` curl -sS --max-time 5 http://203.0.113.2/escape-nsenter`},
+			`nsenter --net=` + gwNetns + ` curl -sS --max-time 5 http://203.0.113.2/escape-nsenter`, ""},
 		{"nsenter through every /proc entry",
-			`for p in /proc/[0-9]*; do nsenter --net=$p/ns/net curl -sS --max-time 5 http://203.0.113.2/escape-proc && exit 0; done; exit 1`},
+			`for p in /proc/[0-9]*; do nsenter --net=$p/ns/net curl -sS --max-time 5 http://203.0.113.2/escape-proc && exit 0; done; exit 1`, ""},
 		{"nsenter from a new user namespace",
-			`unshare --user --map-root-user nsenter --net=` + gwNetns + ` curl -sS --max-time 5 http://203.0.113.2/escape-userns`},
-		{"unshare -n", `unshare -n curl -sS --max-time 5 http://203.0.113.2/escape-unshare`},
-		{"nft flush ruleset", `nft flush ruleset`},
-		{"nft delete table", `nft delete table inet hookgate`},
-		{"ip route add", `ip route add 203.0.113.0/24 dev hg0`},
-		{"ip link down", `ip link set hg0 down`},
-		{"raw socket", pyTry(`socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)`)},
-		{"packet socket", pyTry(`socket.socket(socket.AF_PACKET, socket.SOCK_RAW)`)},
+			`unshare --user --map-root-user nsenter --net=` + gwNetns + ` curl -sS --max-time 5 http://203.0.113.2/escape-userns`, ""},
+		{"unshare -n", `unshare -n curl -sS --max-time 5 http://203.0.113.2/escape-unshare`, ""},
+		{"nft flush ruleset", `nft flush ruleset`, ""},
+		{"nft delete table", `nft delete table inet hookgate`, ""},
+		{"ip route add", `ip route add 203.0.113.0/24 dev hg0`, ""},
+		{"ip link down", `ip link set hg0 down`, ""},
+		{"raw socket", pyTry(`socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)`), "denied:"},
+		{"packet socket", pyTry(`socket.socket(socket.AF_PACKET, socket.SOCK_RAW)`), "denied:"},
 		// 36 is SO_MARK, 0x6867 the gateway's own mark in shared-namespace mode.
-		{"SO_MARK", pyTry(`socket.socket().setsockopt(socket.SOL_SOCKET, 36, 0x6867)`)},
+		{"SO_MARK", pyTry(`socket.socket().setsockopt(socket.SOL_SOCKET, 36, 0x6867)`), "denied:"},
+		// Typing into the terminal of the (root) shell that ran the gateway:
+		// refused before the terminal is even looked at (stdin is no tty
+		// here, which would be ENOTTY).
+		{"TIOCSTI", pyTry(`import fcntl, termios; fcntl.ioctl(0, termios.TIOCSTI, b"x")`), "denied:"},
 	}
 	for _, c := range escapes {
 		t.Run("escape: "+c.name, func(t *testing.T) {
@@ -386,6 +392,9 @@ print("allowed"); sys.exit(0)'`
 			res := h.exec(t, "sh", "-c", "("+c.script+")"+deniedProbe)
 			if res.exit == 0 {
 				t.Errorf("the attempt succeeded: stdout %q, stderr %q", res.stdout, res.stderr)
+			}
+			if !strings.Contains(res.stdout, c.want) {
+				t.Errorf("stdout %q, want %q (stderr %q)", res.stdout, c.want, res.stderr)
 			}
 			if !strings.Contains(res.stdout, "probe 403") {
 				t.Errorf("after the attempt a denied host got %q, want 403: the redirect no longer holds", res.stdout)

@@ -15,8 +15,9 @@ package main
 //     bounding set and the ambient and inheritable sets, sets the secure
 //     bits that keep root from regaining capabilities (SECBIT_NOROOT,
 //     locked; no ambient raise, locked), keeps only CAP_SETUID and
-//     CAP_SETGID in its effective and permitted sets, and sets
-//     no_new_privs;
+//     CAP_SETGID in its effective and permitted sets, sets no_new_privs,
+//     and installs a seccomp filter that refuses the ioctls that push
+//     input into a terminal (TIOCSTI, TIOCLINUX);
 //  3. forks the command from that thread with setgroups([]), setgid and
 //     setuid to the chosen user (os/exec's Credential, in the child, before
 //     exec), so that the command starts with every capability set empty
@@ -42,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -304,6 +306,60 @@ func confineThread() error {
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	return denyTerminalInjection()
+}
+
+// ioctlNumbers are the numbers of ioctl(2) for the native and the compat
+// audit architecture of GOARCH (and x32's on amd64).
+var ioctlNumbers = map[string]struct {
+	native, compat, compatNR, x32NR uint32
+	nativeNR                        uint32
+}{
+	"amd64": {native: unix.AUDIT_ARCH_X86_64, nativeNR: 16, x32NR: 0x40000000 | 514, compat: unix.AUDIT_ARCH_I386, compatNR: 54},
+	"arm64": {native: unix.AUDIT_ARCH_AARCH64, nativeNR: 29, x32NR: 29, compat: unix.AUDIT_ARCH_ARM, compatNR: 54},
+}
+
+// denyTerminalInjection installs, on the calling thread (and so on the
+// command forked from it), a seccomp filter that fails ioctl(TIOCSTI) and
+// ioctl(TIOCLINUX) with EPERM. With the terminal of the user who ran
+// `sudo gateway sandbox exec`, TIOCSTI would let the command type
+// commands into that user's (root) shell once the sandbox has ended. The
+// filter needs no_new_privs (set just before). On architectures other than
+// amd64 and arm64 there is no filter: the kernel's dev.tty.legacy_tiocsti=0
+// is the only protection there.
+func denyTerminalInjection() error {
+	nums, ok := ioctlNumbers[runtime.GOARCH]
+	if !ok {
+		return nil
+	}
+	const (
+		offNR   = 0
+		offArch = 4
+		offArg1 = 16 + 8 // args[1], its low 32 bits (little-endian)
+		ld      = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq     = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		ret     = unix.BPF_RET | unix.BPF_K
+	)
+	// Jump offsets count from the next instruction; allow is at 11, deny at 12.
+	prog := []unix.SockFilter{
+		/* 0 */ {Code: ld, K: offArch},
+		/* 1 */ {Code: jeq, K: nums.native, Jt: 0, Jf: 3}, // else 5
+		/* 2 */ {Code: ld, K: offNR},
+		/* 3 */ {Code: jeq, K: nums.nativeNR, Jt: 4, Jf: 0}, // 8
+		/* 4 */ {Code: jeq, K: nums.x32NR, Jt: 3, Jf: 6}, // 8, else 11
+		/* 5 */ {Code: jeq, K: nums.compat, Jt: 0, Jf: 5}, // else 11
+		/* 6 */ {Code: ld, K: offNR},
+		/* 7 */ {Code: jeq, K: nums.compatNR, Jt: 0, Jf: 3}, // else 11
+		/* 8 */ {Code: ld, K: offArg1},
+		/* 9 */ {Code: jeq, K: unix.TIOCSTI, Jt: 2, Jf: 0}, // 12
+		/* 10 */ {Code: jeq, K: unix.TIOCLINUX, Jt: 1, Jf: 0}, // 12
+		/* 11 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
+		/* 12 */ {Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fprog)), 0, 0); err != nil {
+		return fmt.Errorf("seccomp filter: %w", err)
 	}
 	return nil
 }

@@ -190,6 +190,34 @@ func TestSandboxExecRuns(t *testing.T) {
 	}
 }
 
+// TestSandboxExecNoTerminalInjection: the ioctls that push input into a
+// terminal fail with EPERM, even on a stdin that is no terminal (where
+// they would fail with ENOTTY): the seccomp filter refuses them first.
+// Other ioctls are untouched.
+func TestSandboxExecNoTerminalInjection(t *testing.T) {
+	requireSandboxRoot(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but no python3: %v", err)
+		}
+		t.Skipf("no python3: %v", err)
+	}
+	script := `python3 -c '
+import errno, fcntl, termios
+for name, req in (("TIOCSTI", termios.TIOCSTI), ("TIOCLINUX", 0x541C), ("TIOCSTI, high bits set", 0x100005412), ("TIOCGWINSZ", termios.TIOCGWINSZ)):
+    try:
+        fcntl.ioctl(0, req, b"12345678")
+        print(name, "allowed")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+'`
+	stdout, stderr, code := runCLI(t, "sandbox", "exec", "--workspace", "/", "--", "sh", "-c", script)
+	want := "TIOCSTI EPERM\nTIOCLINUX EPERM\nTIOCSTI, high bits set EPERM\nTIOCGWINSZ ENOTTY\n"
+	if code != 0 || stdout != want {
+		t.Errorf("code %d, stdout:\n%s\nwant:\n%s\nstderr %q", code, stdout, want, stderr)
+	}
+}
+
 // TestSandboxExecDefaultUser: without --user, the user behind sudo, else
 // nobody; never root.
 func TestSandboxExecDefaultUser(t *testing.T) {
