@@ -69,7 +69,7 @@ func runSandbox(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	case "exec":
 		return runSandboxExec(ctx, args[1:], stdin, stdout, stderr)
 	case sandboxInitArg:
-		return runSandboxInit(args[1:], stderr)
+		return runSandboxInit(args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, sandboxUsage)
 		return nil

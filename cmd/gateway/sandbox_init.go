@@ -35,7 +35,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"os/user"
@@ -205,8 +204,8 @@ func sandboxInitArgs(u sandboxUser, dir, path string, argv []string) []string {
 }
 
 // runSandboxInit is the init process (see the top of this file). Its
-// errors go to stderr, which is the command's.
-func runSandboxInit(args []string, stderr io.Writer) error {
+// errors are printed by main to stderr, which is the command's.
+func runSandboxInit(args []string) error {
 	// This goroutine's thread gets the reduced credentials and forks the
 	// command; it is never unlocked, so no other goroutine runs on it.
 	runtime.LockOSThread()
@@ -310,11 +309,11 @@ func confineThread() error {
 	return denyTerminalInjection()
 }
 
-// ioctlNumbers are the numbers of ioctl(2) for the native and the compat
-// audit architecture of GOARCH (and x32's on amd64).
+// ioctlNumbers are, for GOARCH, the audit architectures a process can make
+// system calls as (native and compat) and the number of ioctl(2) in each;
+// on amd64 also the x32 number (native architecture, x32 bit set).
 var ioctlNumbers = map[string]struct {
-	native, compat, compatNR, x32NR uint32
-	nativeNR                        uint32
+	native, nativeNR, x32NR, compat, compatNR uint32
 }{
 	"amd64": {native: unix.AUDIT_ARCH_X86_64, nativeNR: 16, x32NR: 0x40000000 | 514, compat: unix.AUDIT_ARCH_I386, compatNR: 54},
 	"arm64": {native: unix.AUDIT_ARCH_AARCH64, nativeNR: 29, x32NR: 29, compat: unix.AUDIT_ARCH_ARM, compatNR: 54},
