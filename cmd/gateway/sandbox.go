@@ -165,8 +165,9 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 	}
 	tty := foregroundTTY(stdin)
 	if tty >= 0 {
-		// Interactive: the command's process group takes the terminal, so
-		// that it can read it and gets ^C itself.
+		// Interactive: the init's process group takes the terminal, and
+		// hands it on to the command's, so that the command can read it
+		// and gets ^C itself.
 		cmd.SysProcAttr.Foreground = true
 		cmd.SysProcAttr.Ctty = 0
 	}
