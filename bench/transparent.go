@@ -257,7 +257,9 @@ func runTransparent(o tpOptions) ([]row, error) {
 		var cmd *exec.Cmd
 		cpu := o.benchCPU
 		if viaGateway {
-			args := []string{"sandbox", "exec", "--config", cfg, "--log", logPath,
+			// --user 0: the client is this binary and reads files in
+			// directories only root can enter; it still has no capabilities.
+			args := []string{"sandbox", "exec", "--config", cfg, "--log", logPath, "--user", "0",
 				"--test-allow-upstream", o.up.addr.String(), "--"}
 			cmd = exec.CommandContext(ctx, o.bin, append(args, client...)...)
 			cpu = o.gwCPU

@@ -38,7 +38,7 @@ func sandboxClientMain() (code int, isClient bool) {
 		return 0, false
 	}
 	switch os.Args[1] {
-	case "dns", "udp", "tcp":
+	case "dns", "udp", "tcp", "loopback":
 		return runSandboxClient(os.Args[1], os.Args[2:]), true
 	}
 	return 0, false
@@ -49,8 +49,15 @@ func sandboxClientMain() (code int, isClient bool) {
 //	dns NAME           ask 192.0.2.53:53 (any address: DNS is redirected) for A NAME; print "RCODE addr..."
 //	udp ADDR           send one datagram; print "reply ..." or "no reply"
 //	tcp ADDR PAYLOAD   connect, send PAYLOAD (Go-quoted), print "connected" and what came back
+//	loopback           serve on 127.0.0.1 and ::1, connect to each; print "ok ADDR" or the error
 func runSandboxClient(role string, args []string) int {
 	switch {
+	case role == "loopback" && len(args) == 0:
+		for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+			if err := loopbackRoundTrip(addr); err != nil {
+				fmt.Println("error", addr, err)
+			}
+		}
 	case role == "dns" && len(args) == 1:
 		m := new(dns.Msg)
 		m.SetQuestion(dns.Fqdn(args[0]), dns.TypeA)
@@ -108,6 +115,46 @@ func runSandboxClient(role string, args []string) int {
 		return 2
 	}
 	return 0
+}
+
+// loopbackRoundTrip listens on addr, connects to it, and has the server
+// answer one line; it prints "ok ADDR" (the address listened on).
+func loopbackRoundTrip(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	served := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(sandboxOpTimeout))
+		_, err = io.WriteString(c, "hello from the sandbox's own server\n")
+		served <- err
+	}()
+	c, err := net.DialTimeout("tcp", ln.Addr().String(), sandboxOpTimeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(sandboxOpTimeout))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("read: %w (got %q)", err, line)
+	}
+	if err := <-served; err != nil {
+		return err
+	}
+	if line != "hello from the sandbox's own server\n" {
+		return fmt.Errorf("got %q from somebody else", line)
+	}
+	fmt.Println("ok", ln.Addr())
+	return nil
 }
 
 // onThreadIn runs f on a locked OS thread that has entered ns, and brings
@@ -318,6 +365,40 @@ func scanLines(s string) []string {
 		}
 	}
 	return out
+}
+
+// sandboxUID is the user `gateway sandbox exec` runs the command as when
+// no --user is given and there is no SUDO_UID: nobody.
+const sandboxUID = 65534
+
+// prepareForUser makes what the sandbox's unprivileged user needs
+// reachable, as the README asks of users: the test's directories
+// traversable (t.TempDir makes them 0700), the test CA readable (curl
+// --cacert), a workspace it owns, and a copy of this test binary (the
+// sandbox client) outside Go's private build directory.
+func (h *sandboxHarness) prepareForUser() {
+	t := h.t
+	for _, d := range []string{filepath.Dir(h.dir), h.dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(h.caPath, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.ws = filepath.Join(h.dir, "workspace")
+	if err := os.Mkdir(h.ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(h.ws, sandboxUID, sandboxUID); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.self = filepath.Join(h.dir, "bin", "e2e.test")
+	copyFile(t, self, h.self, 0o755)
 }
 
 // runBounded runs cmd-like work with a deadline; see sandboxRun.

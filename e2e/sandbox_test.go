@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,7 +47,8 @@ type sandboxHarness struct {
 	*harness
 	cfg    string
 	tmp    string // the gateway's TMPDIR (where its CA bundles go)
-	self   string // this test binary, the sandbox client
+	ws     string // the command's workspace, owned by sandboxUID
+	self   string // a copy of this test binary the sandbox's user can run: the sandbox client
 	upNS   netns.NsHandle
 	before nsState
 }
@@ -278,6 +280,9 @@ func TestSandboxExec(t *testing.T) {
 		}
 	})
 
+	t.Run("confinement", h.confinementCases)
+	t.Run("loopback", h.loopbackCases)
+
 	t.Run("cleanup after a normal exit", func(t *testing.T) {
 		res := h.exec(t, "true")
 		var ready readyLine
@@ -296,13 +301,175 @@ func TestSandboxExec(t *testing.T) {
 	}
 }
 
-// setup writes the configs and the gateway CA and opens the namespaces.
+// deniedProbe, run after an escape attempt in the same shell, prints the
+// status a request to a denied host gets: 403 as long as the redirect holds.
+const deniedProbe = `; rc=$?; curl -sS -o /dev/null -w 'probe %{http_code}\n' --max-time 10 --resolve denied.test:80:203.0.113.2 http://denied.test/probe; exit $rc`
+
+// confinementCases: the command has no capabilities, no_new_privs, the
+// default user, a PID namespace and /proc of its own; every way out of the
+// namespace it tries fails, and the redirect still holds afterwards, while
+// ordinary work (the workspace) goes on.
+func (h *sandboxHarness) confinementCases(t *testing.T) {
+	requireTools(t, "nft", "nsenter", "unshare", "python3", "id")
+	gwNetns := "/run/netns/" + h.topo.gwNS // the gateway's namespace, by name
+	pyTry := func(code string) string {
+		return `python3 -c 'import socket, sys
+try:
+    ` + code + `
+except PermissionError as e:
+    print("denied:", e); sys.exit(1)
+print("allowed"); sys.exit(0)'`
+	}
+
+	t.Run("no capabilities, no_new_privs, the default user", func(t *testing.T) {
+		res := h.exec(t, "sh", "-c", `id -u; id -g; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status`)
+		want := fmt.Sprintf("%d\n%d\n", sandboxUID, sandboxUID) +
+			"CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n" +
+			"CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n"
+		if res.exit != 0 || res.stdout != want {
+			t.Errorf("exit %d, stdout:\n%s\nwant:\n%s\nstderr: %s", res.exit, res.stdout, want, res.stderr)
+		}
+	})
+
+	t.Run("--user", func(t *testing.T) {
+		res := h.execWith(t, []string{"--user", "0"}, "sh", "-c", `id -u; grep -E '^(CapEff|CapBnd):' /proc/self/status`)
+		if want := "0\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n"; res.exit != 0 || res.stdout != want {
+			t.Errorf("--user 0: exit %d, stdout %q, want %q", res.exit, res.stdout, want)
+		}
+		if !strings.Contains(res.log, "runs as ROOT inside the sandbox") {
+			t.Errorf("--user 0 without the warning:\n%s", res.log)
+		}
+	})
+
+	t.Run("a PID namespace and /proc of its own", func(t *testing.T) {
+		res := h.exec(t, "sh", "-c", `tr '\0' ' ' < /proc/1/cmdline; echo; ls -d /proc/[0-9]* | wc -l`)
+		lines := scanLines(res.stdout)
+		if len(lines) != 2 || !strings.Contains(lines[0], "sandbox __init") {
+			t.Fatalf("PID 1 of the sandbox: %q, want the sandbox's init", res.stdout)
+		}
+		if n, err := strconv.Atoi(lines[1]); err != nil || n > 5 {
+			t.Errorf("the sandbox sees %s processes in /proc, want only its own few", lines[1])
+		}
+	})
+
+	t.Run("the workspace is writable", func(t *testing.T) {
+		res := h.exec(t, "sh", "-c", `echo work > result.txt && cat result.txt`)
+		if res.exit != 0 || res.stdout != "work\n" {
+			t.Fatalf("exit %d, stdout %q, stderr %q", res.exit, res.stdout, res.stderr)
+		}
+		st, err := os.Stat(filepath.Join(h.ws, "result.txt"))
+		if err != nil || st.Sys().(*syscall.Stat_t).Uid != sandboxUID {
+			t.Errorf("result.txt in the workspace: %v, %v; want it owned by %d", st, err, sandboxUID)
+		}
+	})
+
+	// want, if set, must be in stdout: the attempt ran and was refused (not,
+	// say, failed to start).
+	escapes := []struct{ name, script, want string }{
+		{"nsenter into the gateway's namespace",
+			`nsenter --net=` + gwNetns + ` curl -sS --max-time 5 http://203.0.113.2/escape-nsenter`, ""},
+		{"nsenter through every /proc entry",
+			`for p in /proc/[0-9]*; do nsenter --net=$p/ns/net curl -sS --max-time 5 http://203.0.113.2/escape-proc && exit 0; done; exit 1`, ""},
+		{"nsenter from a new user namespace",
+			`unshare --user --map-root-user nsenter --net=` + gwNetns + ` curl -sS --max-time 5 http://203.0.113.2/escape-userns`, ""},
+		{"unshare -n", `unshare -n curl -sS --max-time 5 http://203.0.113.2/escape-unshare`, ""},
+		{"nft flush ruleset", `nft flush ruleset`, ""},
+		{"nft delete table", `nft delete table inet hookgate`, ""},
+		{"ip route add", `ip route add 203.0.113.0/24 dev hg0`, ""},
+		{"ip link down", `ip link set hg0 down`, ""},
+		{"raw socket", pyTry(`socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)`), "denied:"},
+		{"packet socket", pyTry(`socket.socket(socket.AF_PACKET, socket.SOCK_RAW)`), "denied:"},
+		// 36 is SO_MARK, 0x6867 the gateway's own mark in shared-namespace mode.
+		{"SO_MARK", pyTry(`socket.socket().setsockopt(socket.SOL_SOCKET, 36, 0x6867)`), "denied:"},
+		// Typing into the terminal of the (root) shell that ran the gateway:
+		// refused before the terminal is even looked at (stdin is no tty
+		// here, which would be ENOTTY).
+		{"TIOCSTI", pyTry(`import fcntl, termios; fcntl.ioctl(0, termios.TIOCSTI, b"x")`), "denied:"},
+	}
+	for _, c := range escapes {
+		t.Run("escape: "+c.name, func(t *testing.T) {
+			recs := len(h.records(t))
+			res := h.exec(t, "sh", "-c", "("+c.script+")"+deniedProbe)
+			if res.exit == 0 {
+				t.Errorf("the attempt succeeded: stdout %q, stderr %q", res.stdout, res.stderr)
+			}
+			if !strings.Contains(res.stdout, c.want) {
+				t.Errorf("stdout %q, want %q (stderr %q)", res.stdout, c.want, res.stderr)
+			}
+			if !strings.Contains(res.stdout, "probe 403") {
+				t.Errorf("after the attempt a denied host got %q, want 403: the redirect no longer holds", res.stdout)
+			}
+			for _, r := range h.records(t)[recs:] {
+				if r.Kind != "dns" {
+					t.Errorf("the upstream was reached: %s", r)
+				}
+			}
+			t.Logf("stderr: %s", strings.TrimSpace(res.stderr))
+		})
+	}
+}
+
+// loopbackCases: the sandbox's own loopback servers work, on 127.0.0.1 and
+// ::1, and the gateway's listeners, reachable on that loopback, still apply
+// the policy.
+func (h *sandboxHarness) loopbackCases(t *testing.T) {
+	t.Run("servers of the sandbox on loopback", func(t *testing.T) {
+		res := h.exec(t, h.self, "loopback")
+		lines := scanLines(res.stdout)
+		if res.exit != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "ok 127.0.0.1:") || !strings.HasPrefix(lines[1], "ok [::1]:") {
+			t.Errorf("exit %d, stdout %q, want ok for 127.0.0.1 and ::1", res.exit, res.stdout)
+		}
+	})
+	t.Run("curl to a server of the sandbox", func(t *testing.T) {
+		script := `python3 -m http.server --bind 127.0.0.1 8000 >/dev/null 2>&1 & ` +
+			`curl -sS -o /dev/null -w '%{http_code}\n' --retry 20 --retry-connrefused --retry-delay 1 --max-time 30 http://127.0.0.1:8000/`
+		res := h.exec(t, "sh", "-c", script)
+		if res.exit != 0 || strings.TrimSpace(res.stdout) != "200" {
+			t.Errorf("exit %d, stdout %q, stderr %q; want 200 from the sandbox's own server", res.exit, res.stdout, res.stderr)
+		}
+	})
+	listener := "127.0.0.1:15001" // the transparent listener, in the sandbox's namespace
+	for _, c := range []struct{ name, script string }{
+		{"a denied Host to the transparent listener",
+			`curl -sS -D - -o /dev/null --max-time 10 -H 'Host: denied.test' http://` + listener + `/direct`},
+		{"a denied SNI to the transparent listener",
+			`curl -sS -D - -o /dev/null --max-time 10 --resolve denied.test:15001:127.0.0.1 https://denied.test:15001/direct`},
+		{"the transparent listener as a proxy",
+			`curl -sS -D - -o /dev/null --max-time 10 --proxy http://` + listener + ` http://denied.test/direct`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			recs := len(h.records(t))
+			res := h.exec(t, "sh", "-c", c.script)
+			if !strings.Contains(res.stdout, " 403") {
+				t.Errorf("exit %d, stdout %q, stderr %q; want a 403", res.exit, res.stdout, res.stderr)
+			}
+			for _, r := range h.records(t)[recs:] {
+				if r.Kind != "dns" {
+					t.Errorf("the upstream was reached: %s", r)
+				}
+			}
+		})
+	}
+}
+
+// requireTools skips, or fails under CI, when a tool the test runs in the
+// sandbox is missing.
+func requireTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			skipOrFail(t, "no %s command: %v", tool, err)
+		}
+	}
+}
+
+// setup writes the configs and the gateway CA, makes what the sandbox's
+// unprivileged user needs reachable (see prepareForUser), and opens the
+// namespaces.
 func (h *sandboxHarness) setup() {
 	t := h.t
 	var err error
-	if h.self, err = os.Executable(); err != nil {
-		t.Fatal(err)
-	}
+	h.prepareForUser()
 	caDir := filepath.Join(h.dir, "gateway-ca")
 	if out, err := run(gatewayBin, "ca", "init", "--dir", caDir); err != nil {
 		t.Fatalf("gateway ca init: %v\n%s", err, out)
@@ -344,13 +511,21 @@ func (h *sandboxHarness) gatewayEnv() []string {
 	}
 }
 
-// exec runs `gateway sandbox exec -- argv` in the gateway namespace and
-// waits for it, bounded.
+// exec runs `gateway sandbox exec -- argv` in the gateway namespace, as
+// the default user (nobody: the harness has no SUDO_UID), and waits for
+// it, bounded.
 func (h *sandboxHarness) exec(t *testing.T, argv ...string) sandboxResult {
+	t.Helper()
+	return h.execWith(t, nil, argv...)
+}
+
+// execWith is exec with more flags for `gateway sandbox exec`.
+func (h *sandboxHarness) execWith(t *testing.T, flags []string, argv ...string) sandboxResult {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "gateway.log")
 	args := append([]string{"netns", "exec", h.topo.gwNS, gatewayBin, "sandbox", "exec",
-		"--config", h.cfg, "--log", logPath, "--workspace", h.dir, "--"}, argv...)
+		"--config", h.cfg, "--log", logPath, "--workspace", h.ws}, flags...)
+	args = append(append(args, "--"), argv...)
 	ctx, cancel := withTimeout(sandboxTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.ip, args...)
@@ -391,7 +566,7 @@ func (h *sandboxHarness) signalRun(t *testing.T, sig syscall.Signal) {
 	logPath := filepath.Join(t.TempDir(), "gateway.log")
 	p := startIn(t, h.ip, h.topo.gwNS, "gateway sandbox exec", h.gatewayEnv(), nil,
 		gatewayBin, "sandbox", "exec", "--config", h.cfg, "--log", logPath, "--grace", "5s",
-		"--", "sleep", "60")
+		"--workspace", h.ws, "--", "sleep", "60")
 	ready := waitReady(t, logPath, p)
 	if procs := procsInNetns(ready.Inode); len(procs) == 0 {
 		t.Fatalf("no process in the sandbox namespace (inode %d) while the command runs", ready.Inode)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -40,13 +41,21 @@ const (
 	sandboxStopWait = 5 * time.Second  // servers draining after the command ended
 )
 
+// sandboxUsage is the help of `gateway sandbox` and `gateway sandbox exec`
+// (which adds its flags).
 const sandboxUsage = `usage: gateway sandbox exec [flags] -- CMD [ARGS...]
 
 Run CMD in a new network namespace whose only way out is the gateway: all its
 TCP (IPv4 and IPv6) goes to the gateway's transparent listener, DNS to the
-gateway's DNS server, and everything else is dropped. CMD needs no proxy
-settings; it gets a CA bundle that trusts the gateway's CA. Its exit status
-becomes the gateway's (128+N when it dies of signal N).
+gateway's DNS server, and everything else is dropped; TCP to the sandbox's own
+loopback stays local. CMD needs no proxy settings; it gets a CA bundle that
+trusts the gateway's CA. Its exit status becomes the gateway's (128+N when it
+dies of signal N).
+
+CMD runs in its own PID and mount namespace (a /proc of its own), as an
+unprivileged user (--user; default: the user behind sudo, else nobody), with
+no capabilities and no_new_privs: it cannot change the rules, leave the
+namespace or regain privileges. The user must be able to enter the workspace.
 
 Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN).
 `
@@ -59,6 +68,8 @@ func runSandbox(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	switch args[0] {
 	case "exec":
 		return runSandboxExec(ctx, args[1:], stdin, stdout, stderr)
+	case sandboxInitArg:
+		return runSandboxInit(args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, sandboxUsage)
 		return nil
@@ -69,12 +80,17 @@ func runSandbox(ctx context.Context, args []string, stdin io.Reader, stdout, std
 }
 
 func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sandbox exec", "Run a command in a network namespace whose only way out is the gateway.\nusage: gateway sandbox exec [flags] -- CMD [ARGS...]", stdout)
+	fs := newFlagSet("sandbox exec", "", stdout)
+	fs.Usage = func() {
+		fmt.Fprint(stdout, sandboxUsage+"\nflags:\n")
+		fs.PrintDefaults()
+	}
 	configFile := fs.String("config", "", "gateway config `file` (YAML or JSON); default: the built-in configs/gateway.yaml")
 	workspace := fs.String("workspace", "", "working `directory` of the command; default: the current one")
 	upstreamCA := fs.String("upstream-ca", "", "extra root certificates `file` (PEM) for upstream TLS, on top of upstream.ca_file")
 	logFile := fs.String("log", "", "write the gateway's log to this `file` instead of stderr")
 	grace := fs.Duration("grace", sandboxGrace, "after forwarding SIGINT/SIGTERM to the command, how long to wait before SIGKILL")
+	userFlag := fs.String("user", "", "run the command as `UID[:GID]` (numbers or names); default: SUDO_UID:SUDO_GID, else nobody. 0 (root) only when given here, and still without capabilities")
 	var testAllow stringList
 	fs.Var(&testAllow, "test-allow-upstream", "FOR TESTS ONLY: exempt exactly this `IP:PORT` from the address policy (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
@@ -84,11 +100,13 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if len(argv) == 0 {
 		return fmt.Errorf("%w: sandbox exec: no command given (gateway sandbox exec -- CMD ARGS)", errUsage)
 	}
-	dir := *workspace
-	if dir != "" {
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return fmt.Errorf("%w: --workspace %q: not a directory", errUsage, dir)
-		}
+	dir, err := sandboxDir(*workspace)
+	if err != nil {
+		return err
+	}
+	who, err := resolveSandboxUser(*userFlag, os.Getenv)
+	if err != nil {
+		return err
 	}
 	cfg, err := loadConfig(*configFile)
 	if err != nil {
@@ -113,6 +131,10 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 		logOut = f
 	}
 	logger := newLogger(logOut, cfg.LogLevel)
+	if who.uid == 0 {
+		logger.Warn().Str("user", who.String()).
+			Msg("--user 0: the command runs as ROOT inside the sandbox (without capabilities, but owning every root-owned file it can reach); prefer an unprivileged user")
+	}
 	for _, ap := range exempt {
 		logger.Warn().Str("upstream", ap.String()).
 			Msg("TEST MODE: --test-allow-upstream exempts this address from the address policy; never use it in production")
@@ -128,35 +150,59 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 	}
 	defer sb.close()
 
-	cmd := exec.Command(path, argv[1:]...)
-	cmd.Args[0] = argv[0]
-	cmd.Dir = dir
-	cmd.Env = sandboxEnv(os.Environ(), cfg, sb.bundle)
+	// The command's init (see sandbox_init.go): this binary again, in new
+	// PID and mount namespaces, which drops privileges and starts CMD.
+	cmd := exec.Command("/proc/self/exe", sandboxInitArgs(who, dir, path, argv)...)
+	cmd.Args[0] = "gateway"
+	cmd.Env = userEnv(sandboxEnv(os.Environ(), cfg, sb.bundle), who)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	// The command dies with us, even by SIGKILL: without the gateway it has
-	// no way out anyway.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// no way out anyway. (Its init is PID 1 of its namespace: when the init
+	// dies, the kernel kills the rest.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Pdeathsig:  syscall.SIGKILL,
+		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
+	}
 	tty := foregroundTTY(stdin)
 	if tty >= 0 {
-		// Interactive: the command's process group takes the terminal, so
-		// that it can read it and gets ^C itself.
+		// Interactive: the init's process group takes the terminal, and
+		// hands it on to the command's, so that the command can read it
+		// and gets ^C itself.
 		cmd.SysProcAttr.Foreground = true
 		cmd.SysProcAttr.Ctty = 0
 	}
-	if err := sb.ns.Start(cmd); err != nil {
+	// The init says on fd 3 when the command runs (see initStarted).
+	startedR, startedW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("sandbox exec: %w", err)
+	}
+	cmd.ExtraFiles = []*os.File{startedW}
+	err = sb.ns.Start(cmd)
+	_ = startedW.Close()
+	if err != nil {
+		_ = startedR.Close()
 		return &exitError{code: 127, msg: fmt.Sprintf("sandbox exec: starting %s: %v", argv[0], err)}
 	}
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		defer startedR.Close()
+		_, _ = startedR.Read(make([]byte, 1)) // a byte, or EOF when the init exits
+	}()
 	if tty >= 0 {
 		defer reclaimTTY(tty)
 	}
 	logger.Info().Int("pid", cmd.Process.Pid).Str("command", argv[0]).
+		Str("user", who.String()).Str("user_from", who.source).
 		Uint64("netns_inode", sb.nsInode).
 		Str("transparent", sb.tcpLn.Addr().String()).Int("dns_port", sandboxDNSPort).
 		Str("config", cfg.File).Str("version", gatewayVersion()).
 		Msg("sandbox ready")
 
-	state := waitForwarding(ctx, cmd, *grace, logger)
-	// Whatever the command left in its process group goes with it.
+	state := waitForwarding(ctx, cmd, started, *grace, logger)
+	// The init is gone, and with it its PID namespace: nothing the command
+	// started is left. (Killing the init's group is a no-op kept for
+	// safety.)
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	code := exitStatus(state)
 	logger.Info().Int("pid", cmd.Process.Pid).Int("status", code).Msg("sandbox command ended")
@@ -169,10 +215,13 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 	return nil
 }
 
-// waitForwarding waits for cmd, forwarding SIGINT, SIGTERM and SIGHUP to its
-// process group; grace after the first one (or after ctx ends), it kills
-// the group.
-func waitForwarding(ctx context.Context, cmd *exec.Cmd, grace time.Duration, logger zerolog.Logger) *os.ProcessState {
+// waitForwarding waits for cmd (the sandbox's init), forwarding SIGINT,
+// SIGTERM and SIGHUP to it (it passes them on to the command); grace after
+// the first one (or after ctx ends), it kills the init, and with it the
+// whole sandbox. Signals are held back until started is closed: before
+// it has set up its handlers, a signal would end the init (Go's default)
+// instead of reaching the command.
+func waitForwarding(ctx context.Context, cmd *exec.Cmd, started <-chan struct{}, grace time.Duration, logger zerolog.Logger) *os.ProcessState {
 	sigc := make(chan os.Signal, 4)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigc)
@@ -181,20 +230,31 @@ func waitForwarding(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log
 		_ = cmd.Wait()
 		close(done)
 	}()
-	pgid := cmd.Process.Pid
+	pid := cmd.Process.Pid
 	var kill <-chan time.Time
 	ctxDone := ctx.Done()
+	var held []syscall.Signal
 	forward := func(sig syscall.Signal) {
-		logger.Info().Str("signal", sig.String()).Int("pgid", pgid).Float64("grace_ms", durationMS(grace)).Msg("forwarding signal to the sandbox")
-		_ = syscall.Kill(-pgid, sig)
 		if kill == nil {
 			kill = time.After(grace)
 		}
+		if started != nil {
+			held = append(held, sig)
+			return
+		}
+		logger.Info().Str("signal", sig.String()).Int("pid", pid).Float64("grace_ms", durationMS(grace)).Msg("forwarding signal to the sandbox")
+		_ = syscall.Kill(pid, sig)
 	}
 	for {
 		select {
 		case <-done:
 			return cmd.ProcessState
+		case <-started:
+			started = nil
+			for _, sig := range held {
+				forward(sig)
+			}
+			held = nil
 		case s := <-sigc:
 			forward(s.(syscall.Signal))
 		case <-ctxDone:
@@ -214,8 +274,8 @@ func waitForwarding(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log
 				forward(syscall.SIGTERM)
 			}
 		case <-kill:
-			logger.Warn().Int("pgid", pgid).Msg("the sandbox did not stop within the grace period: SIGKILL")
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			logger.Warn().Int("pid", pid).Msg("the sandbox did not stop within the grace period: SIGKILL")
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 			kill = nil
 		}
 	}
@@ -232,15 +292,41 @@ func exitStatus(st *os.ProcessState) int {
 	return st.ExitCode()
 }
 
-// sandboxError makes the two errors a user can fix say so plainly.
+// sandboxDir is the command's working directory: the workspace, else ours.
+// It is always given to the init, so that the command's user must be able
+// to enter it (the change of directory happens after the change of user).
+func sandboxDir(workspace string) (string, error) {
+	if workspace == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("sandbox exec: the current directory: %w", err)
+		}
+		return wd, nil
+	}
+	if st, err := os.Stat(workspace); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("%w: --workspace %q: not a directory", errUsage, workspace)
+	}
+	return filepath.Abs(workspace)
+}
+
+// sandboxError says plainly, once, what a user lacking privilege must do.
 func sandboxError(err error) error {
-	switch {
-	case errors.Is(err, netns.ErrNeedsRoot):
-		return fmt.Errorf("sandbox exec needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN): %w", err)
-	case errors.Is(err, netns.ErrKernel):
-		return fmt.Errorf("sandbox exec: %w", err)
+	var pe *netns.PrivilegeError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("sandbox exec needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); run it with sudo (%s: %w)", pe.Op, pe.Err)
 	}
 	return fmt.Errorf("sandbox exec: %w", err)
+}
+
+// loopbackOnly keeps the loopback addresses of aps.
+func loopbackOnly(aps []netip.AddrPort) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, ap := range aps {
+		if ap.Addr().Unmap().IsLoopback() {
+			out = append(out, ap)
+		}
+	}
+	return out
 }
 
 // runningSandbox is the namespace and the gateway serving it.
@@ -309,7 +395,13 @@ func startSandbox(o gatewayOptions, cfg *config.Config, logger zerolog.Logger) (
 			return nil, err
 		}
 	}
-	if err := r.ns.Redirect(netns.Redirect{TCPPort: sandboxTCPPort, DNSPort: sandboxDNSPort}); err != nil {
+	// The namespace's loopback is the sandbox's own: TCP to it stays there,
+	// except to the loopback upstreams a test exempts (--test-allow-upstream),
+	// which are the gateway's.
+	if err := r.ns.Redirect(netns.Redirect{
+		TCPPort: sandboxTCPPort, DNSPort: sandboxDNSPort,
+		LocalLoopback: true, KeepRedirecting: loopbackOnly(o.exempt),
+	}); err != nil {
 		return nil, err
 	}
 

@@ -14,6 +14,9 @@
 //     any destination, 127.0.0.0/8 and ::1 included, except the listener
 //     ports themselves on loopback) to the transparent listener, and UDP and
 //     TCP to port 53 to the DNS listener (REDIRECT: to 127.0.0.1 or ::1);
+//     with Redirect.LocalLoopback (a namespace of its own), TCP to loopback
+//     other than port 53 stays local, so the sandbox's own loopback servers
+//     work;
 //   - in a filter OUTPUT chain accepts what goes to loopback after that
 //     redirect, established and related packets and IPv6 neighbour discovery
 //     (never routed anywhere), and drops everything else: other UDP, ICMP to

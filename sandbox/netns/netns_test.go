@@ -512,3 +512,105 @@ func TestNotRoot(t *testing.T) {
 		t.Errorf("New without root: %v, want ErrNeedsRoot", err)
 	}
 }
+
+// TestLocalLoopback: with LocalLoopback, TCP to the namespace's own
+// loopback reaches the server listening there (IPv4 and IPv6), while other
+// TCP and DNS to loopback are still redirected; without it, loopback TCP
+// is redirected like the rest.
+func TestLocalLoopback(t *testing.T) {
+	s := newSandbox(t)
+	gw, err := s.Listen("tcp", "[::]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwWG := echoOrigDst(t, gw)
+	defer gwWG.Wait()
+	defer gw.Close()
+	dns, err := s.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dns.Close()
+	go func() {
+		buf := make([]byte, 512)
+		for range 100 {
+			n, from, err := dns.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = dns.WriteTo(append([]byte("dns:"), buf[:n]...), from)
+		}
+	}()
+
+	// The sandbox's own servers, on both loopback addresses.
+	local := []string{"127.0.0.1:0"}
+	if s.IPv6() {
+		local = append(local, "[::1]:0")
+	}
+	var addrs []string
+	for _, a := range local {
+		ln, err := s.Listen("tcp", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
+		go func() {
+			for range 100 {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_ = c.SetDeadline(time.Now().Add(opTimout))
+				_, _ = bufio.NewReader(c).ReadString('\n')
+				_, _ = io.WriteString(c, "local\n")
+				_ = c.Close()
+			}
+		}()
+	}
+
+	r := Redirect{TCPPort: uint16(gw.Addr().(*net.TCPAddr).Port), DNSPort: uint16(dns.LocalAddr().(*net.UDPAddr).Port)}
+	for _, localLoopback := range []bool{false, true} {
+		r.LocalLoopback = localLoopback
+		if err := s.Redirect(r); err != nil {
+			t.Fatalf("Redirect %+v: %v", r, err)
+		}
+		for _, a := range addrs {
+			out, err := startClient(t, s, "tcp", a)
+			want := "orig=" + a
+			if localLoopback {
+				want = "local"
+			}
+			if err != nil || out != want {
+				t.Errorf("LocalLoopback %v: tcp to %s: %q (%v), want %q", localLoopback, a, out, err, want)
+			}
+		}
+		if out, err := startClient(t, s, "tcp", "203.0.113.7:80"); err != nil || out != "orig=203.0.113.7:80" {
+			t.Errorf("LocalLoopback %v: tcp to 203.0.113.7:80: %q (%v), want it redirected", localLoopback, out, err)
+		}
+		if out, err := startClient(t, s, "udp", "127.0.0.53:53"); err != nil || out != "reply dns:ping" {
+			t.Errorf("LocalLoopback %v: dns to 127.0.0.53: %q (%v), want the DNS listener's reply", localLoopback, out, err)
+		}
+	}
+
+	// KeepRedirecting: exactly the listed loopback address and port still
+	// goes to the gateway; the other local server stays local.
+	r.KeepRedirecting = []netip.AddrPort{netip.MustParseAddrPort(addrs[0])}
+	if s.IPv6() {
+		r.KeepRedirecting = append(r.KeepRedirecting, netip.MustParseAddrPort("[::1]:9"))
+	}
+	if err := s.Redirect(r); err != nil {
+		t.Fatalf("Redirect %+v: %v", r, err)
+	}
+	if out, err := startClient(t, s, "tcp", addrs[0]); err != nil || out != "orig="+addrs[0] {
+		t.Errorf("KeepRedirecting %s: %q (%v), want it redirected", addrs[0], out, err)
+	}
+	if s.IPv6() {
+		if out, err := startClient(t, s, "tcp", "[::1]:9"); err != nil || out != "orig=[::1]:9" {
+			t.Errorf("KeepRedirecting [::1]:9: %q (%v), want it redirected", out, err)
+		}
+		if out, err := startClient(t, s, "tcp", addrs[1]); err != nil || out != "local" {
+			t.Errorf("KeepRedirecting, other address %s: %q (%v), want it local", addrs[1], out, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -41,6 +42,20 @@ type Redirect struct {
 	// from both redirection and dropping: the gateway's own sockets in
 	// shared-namespace mode.
 	ExemptMark uint32
+	// LocalLoopback leaves TCP to loopback (127.0.0.0/8, ::1) alone instead
+	// of redirecting it, so that servers the namespace's own processes
+	// start on loopback (test suites, dev servers) are reachable. Only for
+	// a namespace of its own (sandbox exec): there loopback never leaves
+	// it. Never in shared-namespace mode, where loopback is the gateway's
+	// (its explicit proxy, its admin API). DNS to loopback port 53 is
+	// still redirected to DNSPort.
+	LocalLoopback bool
+	// KeepRedirecting lists loopback addresses and ports that are still
+	// redirected with LocalLoopback: upstreams on the gateway's own
+	// loopback that tests exempt from the address policy
+	// (--test-allow-upstream), which the sandbox reaches through the
+	// gateway by their address.
+	KeepRedirecting []netip.AddrPort
 }
 
 // Counters are the packet counters of the table's rules.
@@ -209,7 +224,7 @@ func readCounters(nsFD int) (Counters, error) {
 func classifyNFT(err error) error {
 	switch {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return fmt.Errorf("installing nftables rules: %w: %w", ErrNeedsRoot, err)
+		return &PrivilegeError{Op: "installing nftables rules", Err: err}
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP),
 		errors.Is(err, unix.EAFNOSUPPORT), errors.Is(err, unix.EPROTONOSUPPORT),
 		errors.Is(err, unix.ENOSYS):
@@ -219,7 +234,8 @@ func classifyNFT(err error) error {
 }
 
 // natRules: exempt the mark; leave connections to the listeners themselves
-// alone; DNS to the DNS listener; all other TCP to the transparent listener.
+// alone; DNS to the DNS listener; TCP to loopback alone if asked; all other
+// TCP to the transparent listener.
 func natRules(r Redirect) []*nftables.Rule {
 	var rules []*nftables.Rule
 	if r.ExemptMark != 0 {
@@ -237,6 +253,14 @@ func natRules(r Redirect) []*nftables.Rule {
 		rules = append(rules,
 			rule(tagRedirectDNS, l4(unix.IPPROTO_UDP), dport(53), counter(), redirect(r.DNSPort)),
 			rule(tagRedirectDNS, l4(unix.IPPROTO_TCP), dport(53), counter(), redirect(r.DNSPort)))
+	}
+	if r.LocalLoopback {
+		for _, ap := range r.KeepRedirecting {
+			rules = append(rules, rule(tagRedirectTCP, l4(unix.IPPROTO_TCP), daddrIs(ap.Addr()), dport(ap.Port()), counter(), redirect(r.TCPPort)))
+		}
+		rules = append(rules,
+			rule("", l4(unix.IPPROTO_TCP), loopback4(), accept()),
+			rule("", l4(unix.IPPROTO_TCP), loopback6(), accept()))
 	}
 	rules = append(rules, rule(tagRedirectTCP, l4(unix.IPPROTO_TCP), counter(), redirect(r.TCPPort)))
 	return rules
@@ -307,6 +331,21 @@ func loopback6() []expr.Any {
 	return append(nfproto(unix.NFPROTO_IPV6),
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
 		cmpEq(net.IPv6loopback))
+}
+
+// daddrIs matches packets to exactly a (IPv4 or IPv6).
+func daddrIs(a netip.Addr) []expr.Any {
+	a = a.Unmap()
+	if a.Is4() {
+		b := a.As4()
+		return append(nfproto(unix.NFPROTO_IPV4),
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+			cmpEq(b[:]))
+	}
+	b := a.As16()
+	return append(nfproto(unix.NFPROTO_IPV6),
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
+		cmpEq(b[:]))
 }
 
 func icmp6TypeRange(lo, hi byte) []expr.Any {

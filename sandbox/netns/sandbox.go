@@ -32,6 +32,22 @@ var (
 // privilege.
 var ErrNeedsRoot = errors.New("needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN)")
 
+// PrivilegeError is a step refused for lack of privilege. It matches
+// ErrNeedsRoot (errors.Is).
+type PrivilegeError struct {
+	Op  string // what was refused, e.g. "creating a network namespace"
+	Err error  // the system's error (EPERM, EACCES)
+}
+
+func (e *PrivilegeError) Error() string {
+	return e.Op + ": " + ErrNeedsRoot.Error() + ": " + e.Err.Error()
+}
+
+// Is makes errors.Is(err, ErrNeedsRoot) true.
+func (e *PrivilegeError) Is(target error) bool { return target == ErrNeedsRoot }
+
+func (e *PrivilegeError) Unwrap() error { return e.Err }
+
 // ErrKernel is wrapped by the errors that come from a kernel without a
 // feature the sandbox needs (network namespaces, nftables NAT, ...).
 var ErrKernel = errors.New("the kernel lacks a feature the sandbox needs")
@@ -301,7 +317,7 @@ func onThread(f func(orig vnetns.NsHandle) error) error {
 func classify(what string, err error) error {
 	switch {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return fmt.Errorf("%s: %w: %w", what, ErrNeedsRoot, err)
+		return &PrivilegeError{Op: what, Err: err}
 	case errors.Is(err, unix.EINVAL) && what == "creating a network namespace":
 		return fmt.Errorf("%s: %w (network namespaces, CONFIG_NET_NS): %w", what, ErrKernel, err)
 	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EAFNOSUPPORT),
