@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -196,18 +198,61 @@ func New(o Options) (*Server, error) {
 // listener and for the connections we serve one by one (intercepted
 // tunnels, transparent plain HTTP). The request context carries the
 // client connection, so that a framingConn keeps its own upstream
-// connection (roundTripDirect) and its framing verdict.
+// connection (roundTripDirect) and its framing verdict. The framingConn
+// enforces the header limit exactly; net/http's own (which reads up to
+// 4 KiB more) never refuses a header block the framingConn let through.
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           expectGuard{h},
 		ReadHeaderTimeout: s.timeouts.ReadHeader,
 		IdleTimeout:       s.timeouts.Idle,
 		MaxHeaderBytes:    s.maxHdr,
 		ErrorLog:          newStdLogger(s.log),
+		ConnState:         framingConnState,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
 		},
 	}
+}
+
+// framingConnState tells a framingConn that net/http finished a request and
+// keeps the connection: the framingConn ends a connection it cannot follow
+// past that request.
+func framingConnState(c net.Conn, st http.ConnState) {
+	if fc, ok := c.(*framingConn); ok && st == http.StateIdle {
+		fc.requestDone()
+	}
+}
+
+// expectGuard ends the connection of a request with Expect: 100-continue
+// whose handler answered without reading the body (a refusal): the client
+// sends no body without 100 Continue, and net/http would wait for it before
+// closing. The answer is sent at once, then the connection is closed.
+type expectGuard struct{ next http.Handler }
+
+func (g expectGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	fc, ok := r.Context().Value(connKey{}).(*framingConn)
+	if !ok || r.Body == nil || r.Body == http.NoBody || !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	body := &readWatch{ReadCloser: r.Body}
+	r.Body = body
+	g.next.ServeHTTP(w, r)
+	if !body.read.Load() && fc.state != statePassthrough {
+		fc.abandon()
+	}
+}
+
+// readWatch notes whether a request body was ever read.
+type readWatch struct {
+	io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *readWatch) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.ReadCloser.Read(p)
 }
 
 // SetPolicy swaps in a new policy for requests that start from now on;
@@ -240,7 +285,7 @@ type connKey struct{}
 // Serve accepts connections on ln until Shutdown. It returns
 // http.ErrServerClosed after a Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.http.Serve(&framingListener{Listener: &limitedListener{Listener: ln, s: s, answerIn: true}, maxHeader: s.maxHdr + 4096})
+	return s.http.Serve(&framingListener{Listener: &limitedListener{Listener: ln, s: s, answerIn: true}, maxHeader: s.maxHdr})
 }
 
 // Shutdown stops accepting, waits for in-flight requests and tunnels until ctx
