@@ -39,7 +39,7 @@ func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 	d.method = r.Method
 	den := badRequest("", "not a proxy request: send absolute-form requests (http://host/path) or CONNECT; set HTTP_PROXY/HTTPS_PROXY to this gateway")
 	if fc, ok := r.Context().Value(connKey{}).(*framingConn); ok {
-		if refused := fc.refusal(); refused != nil {
+		if refused := fc.refusalFor(r); refused != nil {
 			den = refused
 		}
 	}

@@ -45,6 +45,7 @@ type framingConn struct {
 	scanned   int    // bytes of hold already checked for stray CR and LF
 	lineOK    bool   // the request line in hold was checked
 	out       []byte // checked bytes ready for the HTTP server
+	held      []byte // bytes behind a CONNECT or Upgrade, for the tunnel if there is one
 	headAt    int    // where the current request's head starts in out; -1 once handed over
 	readBuf   []byte
 	afterPOST bool  // net/http skips up to 4 CR/LF bytes before the next request
@@ -57,6 +58,8 @@ type framingConn struct {
 	closeAfter atomic.Int64 // end the connection after this many requests; 0: never
 	served     atomic.Int64 // requests finished with the connection kept (StateIdle)
 	ending     atomic.Bool  // no further request is read: reads end with EOF
+	hijacked   atomic.Bool  // net/http handed the connection over (a tunnel)
+	lastReq    bool         // the request being followed is the last one
 	abandoned  atomic.Bool  // the body will not be read: reads end with EOF now
 	drained    bool
 
@@ -93,7 +96,8 @@ const (
 	stateChunkData
 	stateChunkEnd // the CRLF behind a chunk's data
 	stateTrailer
-	statePassthrough // CONNECT, Upgrade, h2c preface: a tunnel, or the last request
+	stateHeld        // after CONNECT, Upgrade, h2c preface: bytes held until the connection is hijacked
+	statePassthrough // a hijacked connection: a tunnel
 	stateRejected
 	stateFailed
 )
@@ -113,6 +117,12 @@ const (
 // connection's rejection and answers it.
 const rejectedRequest = "GET /.hookgate/rejected HTTP/1.1\r\nHost: hookgate.invalid\r\nConnection: close\r\n\r\n"
 
+// errHeldTooMuch ends a connection whose client sends more behind a CONNECT
+// or Upgrade, before the answer, than a tunnel's start plausibly needs.
+var errHeldTooMuch = errors.New("proxy: too many bytes before the tunnel opened")
+
+const maxHeldBytes = 256 << 10
+
 // errBadBody fails the reads of a connection whose chunked body turned out
 // malformed after its header block was handed over.
 var errBadBody = errors.New("proxy: malformed chunked request body; connection closed")
@@ -123,6 +133,16 @@ func newFramingConn(c net.Conn, maxHeader int) *framingConn {
 
 // refusal returns the answer to the connection's refused header block, or nil.
 func (c *framingConn) refusal() *denial { return c.rejection.Load() }
+
+// refusalFor returns the answer to r if r is the stand-in for a refused
+// header block (requests before it on the connection are served as usual).
+func (c *framingConn) refusalFor(r *http.Request) *denial {
+	d := c.refusal()
+	if d == nil || r.Host != "hookgate.invalid" || r.URL.Path != "/.hookgate/rejected" {
+		return nil
+	}
+	return d
+}
 
 // rejected returns the reason the connection's last header block was refused.
 func (c *framingConn) rejected() (string, bool) {
@@ -151,6 +171,17 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		if c.abandoned.Load() {
 			return 0, io.EOF
 		}
+		if c.ending.Load() {
+			return c.end() // bytes held for a request net/http will not read
+		}
+		if len(c.out) == 0 && c.state == stateHeld {
+			if !c.hijacked.Load() {
+				return c.holdBack()
+			}
+			c.out, c.held = c.held, nil
+			c.state = statePassthrough
+			continue
+		}
 		if len(c.out) > 0 {
 			n := copy(p, c.out)
 			c.out = c.out[n:]
@@ -165,9 +196,6 @@ func (c *framingConn) Read(p []byte) (int, error) {
 				}
 			}
 			return n, nil
-		}
-		if c.ending.Load() {
-			return c.end()
 		}
 		switch c.state {
 		case statePassthrough:
@@ -204,16 +232,49 @@ func (c *framingConn) end() (int, error) {
 	return 0, io.EOF
 }
 
+// holdBack reads what the client sends behind a request the checker cannot
+// follow (CONNECT, Upgrade) without handing it to net/http, whose reads
+// here are its look-ahead for a next request: if the handler hijacks the
+// connection, the tunnel gets these bytes; if not, the connection ends.
+// net/http ends such a read by setting a past deadline.
+func (c *framingConn) holdBack() (int, error) {
+	if c.readBuf == nil {
+		c.readBuf = make([]byte, 4096)
+	}
+	for !c.hijacked.Load() && !c.ending.Load() {
+		if len(c.held) > maxHeldBytes {
+			return 0, errHeldTooMuch
+		}
+		n, err := c.Conn.Read(c.readBuf)
+		c.held = append(c.held, c.readBuf[:n]...)
+		if err != nil {
+			return 0, err
+		}
+	}
+	return 0, nil
+}
+
+// connState is told of net/http's connection states: a finished request
+// (the connection kept for the next one), or a hijack.
+func (c *framingConn) connState(st http.ConnState) {
+	switch st {
+	case http.StateIdle:
+		c.requestDone()
+	case http.StateHijacked:
+		c.hijacked.Store(true)
+	}
+}
+
 // NetConn returns the wrapped connection.
 func (c *framingConn) NetConn() net.Conn { return c.Conn }
 
-// pending is how many checked bytes wait to be read.
-func (c *framingConn) pending() int { return len(c.out) }
+// pending is how many bytes wait to be read.
+func (c *framingConn) pending() int { return len(c.out) + len(c.held) }
 
 // release drops the buffers of a connection that is now a raw tunnel and is
 // read underneath the wrapper.
 func (c *framingConn) release() {
-	c.readBuf, c.hold, c.out = nil, nil, nil
+	c.readBuf, c.hold, c.out, c.held = nil, nil, nil, nil
 }
 
 func (c *framingConn) discard() (int, error) {
@@ -248,6 +309,9 @@ func (c *framingConn) feed(b []byte) {
 		case statePassthrough:
 			c.out = append(c.out, b...)
 			return
+		case stateHeld:
+			c.held = append(c.held, b...)
+			return
 		default: // rejected or failed: nothing more is handed over
 			return
 		}
@@ -256,6 +320,9 @@ func (c *framingConn) feed(b []byte) {
 
 func (c *framingConn) requestEnds() {
 	c.state = stateHeader
+	if c.lastReq {
+		c.state = stateHeld
+	}
 	c.headAt = -1
 }
 
@@ -313,10 +380,11 @@ func (c *framingConn) feedHeader(b []byte) []byte {
 	c.afterPOST = next.post
 	c.state, c.remaining, c.excess, c.trailer = next.state, next.length, 0, 0
 	if next.last {
+		c.lastReq = true
 		c.closeAfter.Store(int64(c.heads))
 	}
 	if c.state == stateHeader {
-		c.headAt = -1
+		c.requestEnds()
 	}
 	return rest
 }
@@ -575,9 +643,8 @@ func judgeHeader(block []byte) (framing, *denial) {
 		return framing{}, badRequest("", "Transfer-Encoding on an HTTP/1.0 request")
 	}
 	f := framing{state: stateHeader, post: string(method) == http.MethodPost}
+	f.last = string(method) == http.MethodConnect || string(method) == "PRI" || upgrade
 	switch {
-	case string(method) == http.MethodConnect, string(method) == "PRI", upgrade:
-		return framing{state: statePassthrough, last: true}, nil
 	case tes > 0:
 		f.state = stateChunkSize
 	case haveCL && parseDigits(contentLength) > 0:

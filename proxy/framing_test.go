@@ -21,13 +21,25 @@ type pipeConn struct {
 
 func (c *pipeConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
+func (c *pipeConn) SetReadDeadline(time.Time) error { return nil }
+
 func readAllFraming(t *testing.T, stream string, oneByte bool) (string, *framingConn) {
+	t.Helper()
+	return readAllFramingConn(t, stream, oneByte, nil)
+}
+
+// readAllFramingConn reads a stream through a framingConn; prepare, if
+// given, adjusts the framingConn first.
+func readAllFramingConn(t *testing.T, stream string, oneByte bool, prepare func(*framingConn)) (string, *framingConn) {
 	t.Helper()
 	var r io.Reader = strings.NewReader(stream)
 	if oneByte {
 		r = iotest.OneByteReader(r)
 	}
 	fc := newFramingConn(&pipeConn{r: r}, 8192)
+	if prepare != nil {
+		prepare(fc)
+	}
 	var out bytes.Buffer
 	buf := make([]byte, 7)
 	for i := 0; i < 1_000_000; i++ {
@@ -51,9 +63,10 @@ func TestFramingPassesWellFormedStreams(t *testing.T) {
 			"X: a\r\n b\r\nContent-Length: 1\r\nTransfer-E",
 		"connect then raw bytes": "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n\x16\x03\x01 \r\n b\r\n\r\n",
 	}
+	hijack := func(fc *framingConn) { fc.connState(http.StateHijacked) } // the CONNECT's tunnel
 	for name, stream := range streams {
 		for _, oneByte := range []bool{false, true} {
-			got, fc := readAllFraming(t, stream, oneByte)
+			got, fc := readAllFramingConn(t, stream, oneByte, hijack)
 			if got != stream {
 				t.Errorf("%s (oneByte=%v): stream altered:\n got %q\nwant %q", name, oneByte, got, stream)
 			}
@@ -105,6 +118,33 @@ func TestFramingRejectsSmugglingShapes(t *testing.T) {
 			if name == "second request" && !strings.HasPrefix(got, ok) {
 				t.Errorf("the first, good request was not passed on: %q", got)
 			}
+		}
+	}
+}
+
+// TestFramingHoldsBytesBehindConnect: what follows a CONNECT or an Upgrade
+// is handed over only to a hijacker (the tunnel); without a hijack the
+// connection ends after that request, and net/http never parses those
+// bytes as a request.
+func TestFramingHoldsBytesBehindConnect(t *testing.T) {
+	behind := "POST http://a/ HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+	for _, head := range []string{
+		"CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n",
+		"GET http://a/ HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+		"POST http://a/ HTTP/1.1\r\nHost: a\r\nUpgrade: h2c\r\nContent-Length: 2\r\n\r\nab",
+	} {
+		fc := newFramingConn(&pipeConn{r: strings.NewReader(head + behind)}, 8192)
+		got := make([]byte, len(head))
+		if _, err := io.ReadFull(fc, got); err != nil || string(got) != head {
+			t.Fatalf("the head was not handed over: %q, %v", got, err)
+		}
+		// net/http's look-ahead while the handler runs gets nothing.
+		if n, _ := fc.Read(make([]byte, 64)); n != 0 {
+			t.Fatalf("bytes behind %q were handed over without a hijack", head)
+		}
+		fc.connState(http.StateIdle) // answered, not hijacked
+		if n, err := fc.Read(make([]byte, 64)); n != 0 || err != io.EOF {
+			t.Fatalf("after the answer: %d bytes, %v; want EOF", n, err)
 		}
 	}
 }

@@ -153,7 +153,7 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := newDecision(h.client, modeMITM)
 	d.method, d.host, d.port, d.entry, d.sni = r.Method, h.t.host, h.t.port, h.entry, h.sni
 	d.transparent = h.transparent
-	den := h.framing.refusal()
+	den := h.framing.refusalFor(r)
 	if den == nil {
 		den = h.checkHost(r)
 	}

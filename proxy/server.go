@@ -216,18 +216,20 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 }
 
 // framingConnState tells a framingConn that net/http finished a request and
-// keeps the connection: the framingConn ends a connection it cannot follow
-// past that request.
+// keeps the connection (it ends a connection it cannot follow past that
+// request), or hijacked it (it hands on what it held back for the tunnel).
 func framingConnState(c net.Conn, st http.ConnState) {
-	if fc, ok := c.(*framingConn); ok && st == http.StateIdle {
-		fc.requestDone()
+	if fc, ok := c.(*framingConn); ok {
+		fc.connState(st)
 	}
 }
 
 // expectGuard ends the connection of a request with Expect: 100-continue
 // whose handler answered without reading the body (a refusal): the client
-// sends no body without 100 Continue, and net/http would wait for it before
-// closing. The answer is sent at once, then the connection is closed.
+// sends no body without 100 Continue, and closing the body (which the
+// transport does on a failed dial) or finishing the request would make
+// net/http wait for it. The answer is sent at once, then the connection is
+// closed.
 type expectGuard struct{ next http.Handler }
 
 func (g expectGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -239,12 +241,13 @@ func (g expectGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body := &readWatch{ReadCloser: r.Body}
 	r.Body = body
 	g.next.ServeHTTP(w, r)
-	if !body.read.Load() && fc.state != statePassthrough {
+	if !body.read.Load() && !fc.hijacked.Load() {
 		fc.abandon()
 	}
 }
 
-// readWatch notes whether a request body was ever read.
+// readWatch notes whether a request body was ever read. Closed unread, it
+// leaves the body alone: closing it would read it to its end first.
 type readWatch struct {
 	io.ReadCloser
 	read atomic.Bool
@@ -253,6 +256,13 @@ type readWatch struct {
 func (b *readWatch) Read(p []byte) (int, error) {
 	b.read.Store(true)
 	return b.ReadCloser.Read(p)
+}
+
+func (b *readWatch) Close() error {
+	if !b.read.Load() {
+		return nil
+	}
+	return b.ReadCloser.Close()
 }
 
 // SetPolicy swaps in a new policy for requests that start from now on;

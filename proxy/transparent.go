@@ -158,7 +158,7 @@ func (s *Server) serveTransparentHTTP(ss *session, first []byte, orig netip.Addr
 	logged := false
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logged = true
-		if den := fc.refusal(); den != nil {
+		if den := fc.refusalFor(r); den != nil {
 			d := newDecision(ss.d.client, modeHTTP)
 			d.transparent = true
 			d.refuse(den)
