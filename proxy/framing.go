@@ -144,13 +144,6 @@ func (c *framingConn) refusalFor(r *http.Request) *denial {
 	return d
 }
 
-// rejected returns the reason the connection's last header block was refused.
-func (c *framingConn) rejected() (string, bool) {
-	if d := c.refusal(); d != nil {
-		return d.reason, true
-	}
-	return "", false
-}
 
 // requestDone is told that net/http finished a request and keeps the
 // connection for the next one (http.StateIdle).

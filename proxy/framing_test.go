@@ -70,8 +70,8 @@ func TestFramingPassesWellFormedStreams(t *testing.T) {
 			if got != stream {
 				t.Errorf("%s (oneByte=%v): stream altered:\n got %q\nwant %q", name, oneByte, got, stream)
 			}
-			if reason, bad := fc.rejected(); bad {
-				t.Errorf("%s: rejected: %s", name, reason)
+			if den := fc.refusal(); den != nil {
+				t.Errorf("%s: rejected: %s", name, den.reason)
 			}
 		}
 	}
@@ -109,7 +109,7 @@ func TestFramingRejectsSmugglingShapes(t *testing.T) {
 				continue // the head is handed over before the chunk arrives: see TestFramingBadChunkAfterHead
 			}
 			got, fc := readAllFraming(t, stream, oneByte)
-			if _, bad := fc.rejected(); !bad {
+			if fc.refusal() == nil {
 				t.Errorf("%s (oneByte=%v): not rejected", name, oneByte)
 			}
 			if !strings.HasSuffix(got, rejectedRequest) {
@@ -158,8 +158,8 @@ func TestFramingTransferEncodingSpellings(t *testing.T) {
 			"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n"
 		for _, oneByte := range []bool{false, true} {
 			got, fc := readAllFraming(t, stream, oneByte)
-			if reason, bad := fc.rejected(); bad || got != stream {
-				t.Errorf("TE %q (oneByte=%v): rejected=%v %s; stream altered=%v", te, oneByte, bad, reason, got != stream)
+			if den := fc.refusal(); den != nil || got != stream {
+				t.Errorf("TE %q (oneByte=%v): refused %v; stream altered=%v", te, oneByte, den, got != stream)
 			}
 			if fc.heads != 2 {
 				t.Errorf("TE %q: %d requests followed, want 2", te, fc.heads)
@@ -351,7 +351,7 @@ func FuzzFraming(f *testing.F) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("framing hangs on %q", stream)
 		}
-		if _, bad := fc.rejected(); bad {
+		if fc.refusal() != nil {
 			if !strings.HasSuffix(got, rejectedRequest) {
 				t.Fatalf("rejected stream does not end in the stand-in: %q", got)
 			}
