@@ -518,3 +518,123 @@ func TestTransparentHTTPRefusesSmuggling(t *testing.T) {
 		t.Fatalf("the upstream received %+v, want only /a", reqs)
 	}
 }
+
+// earlyConn sends a CONNECT in the same write as the first TLS bytes (as
+// clients that do not wait for the 200 do), and skips the 200 when reading.
+type earlyConn struct {
+	net.Conn
+	connect string
+	skipped bool
+}
+
+func (c *earlyConn) Write(p []byte) (int, error) {
+	if c.connect != "" {
+		msg := c.connect + string(p)
+		c.connect = ""
+		if _, err := io.WriteString(c.Conn, msg); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *earlyConn) Read(p []byte) (int, error) {
+	if !c.skipped {
+		var head []byte
+		one := make([]byte, 1)
+		for !bytes.HasSuffix(head, []byte("\r\n\r\n")) && len(head) < 4096 {
+			if _, err := c.Conn.Read(one); err != nil {
+				return 0, err
+			}
+			head = append(head, one[0])
+		}
+		if !strings.HasPrefix(string(head), "HTTP/1.1 200 ") {
+			return 0, errors.New("CONNECT refused: " + string(head))
+		}
+		c.skipped = true
+	}
+	return c.Conn.Read(p)
+}
+
+// TestConnectEarlyClientHello: the bytes a client sends right behind its
+// CONNECT are held back from the HTTP parser and handed to the tunnel.
+func TestConnectEarlyClientHello(t *testing.T) {
+	up := newUpstream(t, true, nil)
+	gw := startGateway(t, gatewayConfig{
+		allow:  []string{"example.com"},
+		exempt: []string{up.hostPort()},
+		names:  map[string][]string{"example.com": {"127.0.0.1"}},
+		roots:  up.Server,
+	})
+	c, err := net.DialTimeout("tcp", gw.addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	target := "example.com:" + up.port()
+	ec := &earlyConn{Conn: c, connect: "CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n\r\n"}
+	pool := x509.NewCertPool()
+	pool.AddCert(up.Certificate())
+	tc := tls.Client(ec, &tls.Config{ServerName: "example.com", RootCAs: pool})
+	if _, err := io.WriteString(tc, "GET / HTTP/1.1\r\nHost: "+target+"\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := readAnswer(tc)
+	if got := statusLines(answer); len(got) != 1 || !strings.HasPrefix(got[0], "HTTP/1.1 200 ") {
+		t.Fatalf("answers %q", got)
+	}
+}
+
+// TestExplicitUpgradeGetsEarlyBytes: a switched (101) connection is a
+// tunnel: bytes the client sent right behind the upgrade request, held back
+// from the HTTP parser, reach the upstream.
+func TestExplicitUpgradeGetsEarlyBytes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		line, _ := br.ReadString('\n')
+		_, _ = io.WriteString(c, "echo:"+line)
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	gw := startGateway(t, gatewayConfig{
+		allow:  []string{"ws.test"},
+		exempt: []string{ln.Addr().String()},
+		names:  map[string][]string{"ws.test": {"127.0.0.1"}},
+	})
+	target := "ws.test:" + port
+	c, err := net.DialTimeout("tcp", gw.addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, "GET http://"+target+"/ws HTTP/1.1\r\nHost: "+target+"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\nearly bytes\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade answer: %v %v", resp, err)
+	}
+	line, err := br.ReadString('\n')
+	if line != "echo:early bytes\n" {
+		t.Fatalf("through the tunnel: %q, %v", line, err)
+	}
+}
