@@ -144,7 +144,6 @@ func (c *framingConn) refusalFor(r *http.Request) *denial {
 	return d
 }
 
-
 // requestDone is told that net/http finished a request and keeps the
 // connection for the next one (http.StateIdle).
 func (c *framingConn) requestDone() {
