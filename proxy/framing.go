@@ -61,7 +61,7 @@ type framingConn struct {
 	hijacked   atomic.Bool  // net/http handed the connection over (a tunnel)
 	lastReq    bool         // the request being followed is the last one
 	abandoned  atomic.Bool  // the body will not be read: reads end with EOF now
-	drained    bool
+	drained    bool         // end has half-closed and drained the connection
 
 	// upstream is this client connection's keep-alive connection for
 	// plain-HTTP forwarding (see roundTripDirect).
@@ -105,10 +105,10 @@ const (
 // Limits of the body framing the checker follows. They are tighter than
 // net/http's, so that the checker gives up first, never later.
 const (
-	maxChunkLine   = 1024    // a chunk-size line, CRLF included (net/http: 4096)
-	maxTrailer     = 1024    // the trailer section (net/http: about 4096)
-	maxChunkSize   = 1 << 40 // net/http: 16 hex digits
-	maxChunkExcess = 16 << 10
+	maxChunkLine   = 1024     // a chunk-size line, CRLF included (net/http: 4096)
+	maxTrailer     = 1024     // the trailer section (net/http: about 4096)
+	maxChunkSize   = 1 << 40  // net/http: 16 hex digits
+	maxChunkExcess = 16 << 10 // chunk overhead beyond 16 bytes + twice the data, as net/http
 	maxCLDigits    = 18
 )
 
