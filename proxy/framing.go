@@ -137,6 +137,9 @@ func (c *framingConn) refusal() *denial { return c.rejection.Load() }
 // refusalFor returns the answer to r if r is the stand-in for a refused
 // header block (requests before it on the connection are served as usual).
 func (c *framingConn) refusalFor(r *http.Request) *denial {
+	if c == nil {
+		return nil
+	}
 	d := c.refusal()
 	if d == nil || r.Host != "hookgate.invalid" || r.URL.Path != "/.hookgate/rejected" {
 		return nil
