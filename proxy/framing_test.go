@@ -331,6 +331,8 @@ var framingSeeds = []string{
 	"POST http://a/ HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx\r\n\r\nGET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
 	"POST http://a/ HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: CHUNKED\r\n\r\n3;x=y\r\nabc\r\n0\r\nT: 1\r\n\r\nGET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
 	"GET http://a/ HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nabGET http://a/ HTTP/1.0\r\n\r\n",
+	"T p: HTTP/1.1\r\nTransfer-Encoding:chunked\r\n\r\n\n", // a chunk-size line that is a bare LF
+	"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\nGET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
 }
 
 func FuzzFraming(f *testing.F) {
