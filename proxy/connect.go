@@ -209,9 +209,12 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// refuseConnect answers a CONNECT before any 200.
+// refuseConnect answers a CONNECT before any 200, and closes the
+// connection: whatever the client sent behind the CONNECT was meant for a
+// tunnel and is never read as a request.
 func (s *Server) refuseConnect(w http.ResponseWriter, d *decision, den *denial) {
 	d.refuse(den)
+	w.Header().Set("Connection", "close")
 	den.write(w)
 	d.log(&s.sink)
 }

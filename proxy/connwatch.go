@@ -199,8 +199,10 @@ func watchOf(c net.Conn) *watchConn {
 	return nil
 }
 
-// connState follows the states of the connections of our net/http servers.
+// connState follows the states of the connections of our net/http servers:
+// the framing check's (see framingConnState), then the watch's.
 func (s *Server) connState(c net.Conn, st http.ConnState) {
+	framingConnState(c, st)
 	w := watchOf(c)
 	if w == nil {
 		return

@@ -39,8 +39,8 @@ func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 	d.method = r.Method
 	den := badRequest("", "not a proxy request: send absolute-form requests (http://host/path) or CONNECT; set HTTP_PROXY/HTTPS_PROXY to this gateway")
 	if fc, ok := r.Context().Value(connKey{}).(*framingConn); ok {
-		if reason, rejected := fc.rejected(); rejected {
-			den = badRequest("", "%s", reason)
+		if refused := fc.refusalFor(r); refused != nil {
+			den = refused
 		}
 	}
 	d.refuse(den)
@@ -95,6 +95,10 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	r.URL.Host = t.authority(defaultPort)
 	r.Host = r.URL.Host
 	stripHopByHop(r.Header)
+	if _, ok := r.Header["User-Agent"]; !ok {
+		// An empty value keeps net/http from sending its own User-Agent.
+		r.Header["User-Agent"] = []string{""}
+	}
 	if rules.Transform != nil {
 		inject(r.Header, rules.Transform, d)
 		st.scrub = rules.Transform.Scrubber()

@@ -80,7 +80,9 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 	}
 	defer up.close()
 
-	h := &mitmHandler{s: s, t: t, rules: rules, client: tunnel.client, entry: tunnel.entry, sni: tunnel.sni, transparent: tunnel.transparent}
+	// The explicit listener's framing check, on the decrypted stream.
+	fc := newFramingConn(s.watch(tlsConn, tunnel), s.maxHdr)
+	h := &mitmHandler{s: s, t: t, rules: rules, client: tunnel.client, entry: tunnel.entry, sni: tunnel.sni, transparent: tunnel.transparent, framing: fc}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		Transport:      up,
@@ -89,7 +91,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		ErrorLog:       s.stdLogger(),
 		BufferPool:     (*relayBufPool)(s),
 	}
-	s.serveHTTPConn(s.watch(tlsConn, tunnel), h)
+	s.serveHTTPConn(fc, h)
 	// A hijacked connection (a websocket upgrade) ends Serve while its
 	// handler still relays; the tunnel lasts until every handler is done.
 	h.active.Wait()
@@ -137,6 +139,7 @@ type mitmHandler struct {
 	entry       string
 	sni         string
 	transparent bool
+	framing     *framingConn
 	proxy       *httputil.ReverseProxy
 	requests    atomic.Int64
 	active      sync.WaitGroup
@@ -151,7 +154,11 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := newDecision(h.client, modeMITM)
 	d.method, d.host, d.port, d.entry, d.sni = r.Method, h.t.host, h.t.port, h.entry, h.sni
 	d.transparent = h.transparent
-	if den := h.checkHost(r); den != nil {
+	den := h.framing.refusalFor(r)
+	if den == nil {
+		den = h.checkHost(r)
+	}
+	if den != nil {
 		d.refuse(den)
 		den.write(w)
 		d.log(&h.s.sink)
@@ -233,8 +240,9 @@ func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err 
 func (s *Server) serveHTTPConn(c net.Conn, h http.Handler) {
 	inner := s.newHTTPServer(h)
 	ln := newOneConnListener(c)
+	serverState := inner.ConnState
 	inner.ConnState = func(c net.Conn, st http.ConnState) {
-		s.connState(c, st)
+		serverState(c, st)
 		ln.connState(c, st)
 	}
 	_ = inner.Serve(ln)

@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -247,11 +249,14 @@ func New(o Options) (*Server, error) {
 // listener and for the connections we serve one by one (intercepted
 // tunnels, transparent plain HTTP). Connections served must be watched
 // (see watchConn), so that requests net/http ends itself are logged too.
-// The request context carries the client connection, so that a framingConn keeps its own upstream
-// connection (roundTripDirect) and its framing verdict.
+// The request context carries the client connection, so that a
+// framingConn keeps its own upstream connection (roundTripDirect) and its
+// framing verdict. The framingConn enforces the header limit exactly;
+// net/http's own (which reads up to 4 KiB more) never refuses a header
+// block the framingConn let through.
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           s.handOver(h),
+		Handler:           s.handOver(expectGuard{h}),
 		ConnState:         s.connState,
 		ReadHeaderTimeout: s.timeouts.ReadHeader,
 		IdleTimeout:       s.timeouts.Idle,
@@ -261,6 +266,56 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 			return context.WithValue(ctx, connKey{}, c)
 		},
 	}
+}
+
+// framingConnState tells a framingConn that net/http finished a request and
+// keeps the connection (it ends a connection it cannot follow past that
+// request), or hijacked it (it hands on what it held back for the tunnel).
+func framingConnState(c net.Conn, st http.ConnState) {
+	if fc, ok := c.(*framingConn); ok {
+		fc.connState(st)
+	}
+}
+
+// expectGuard ends the connection of a request with Expect: 100-continue
+// whose handler answered without reading the body (a refusal): the client
+// sends no body without 100 Continue, and closing the body (which the
+// transport does on a failed dial) or finishing the request would make
+// net/http wait for it. The answer is sent at once, then the connection is
+// closed.
+type expectGuard struct{ next http.Handler }
+
+func (g expectGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	fc, ok := r.Context().Value(connKey{}).(*framingConn)
+	if !ok || r.Body == nil || r.Body == http.NoBody || !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	body := &readWatch{ReadCloser: r.Body}
+	r.Body = body
+	g.next.ServeHTTP(w, r)
+	if !body.read.Load() && !fc.hijacked.Load() {
+		fc.abandon()
+	}
+}
+
+// readWatch notes whether a request body was ever read. Closed unread, it
+// leaves the body alone: closing it would read it to its end first.
+type readWatch struct {
+	io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *readWatch) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.ReadCloser.Read(p)
+}
+
+func (b *readWatch) Close() error {
+	if !b.read.Load() {
+		return nil
+	}
+	return b.ReadCloser.Close()
 }
 
 // SetPolicy swaps in a new policy for requests that start from now on;
@@ -294,7 +349,7 @@ type connKey struct{}
 // http.ErrServerClosed after a Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	ln = &watchListener{Listener: &limitedListener{Listener: ln, s: s, answerIn: true}, s: s}
-	return s.http.Serve(&framingListener{Listener: ln, maxHeader: s.maxHdr + 4096})
+	return s.http.Serve(&framingListener{Listener: ln, maxHeader: s.maxHdr})
 }
 
 // Shutdown stops accepting, waits for in-flight requests and tunnels until ctx

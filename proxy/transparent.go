@@ -154,14 +154,13 @@ func (s *Server) denyOverTLS(c net.Conn, helloBytes []byte, t target, den *denia
 // port when the header has none) and forwarded exactly like an
 // absolute-form request in explicit mode.
 func (s *Server) serveTransparentHTTP(ss *session, first []byte, orig netip.AddrPort) {
-	fc := newFramingConn(s.watch(&replayConn{Conn: ss.client, replay: first}, ss.d), s.maxHdr+4096)
+	fc := newFramingConn(s.watch(&replayConn{Conn: ss.client, replay: first}, ss.d), s.maxHdr)
 	logged := false
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logged = true
-		if reason, rejected := fc.rejected(); rejected {
+		if den := fc.refusalFor(r); den != nil {
 			d := newDecision(ss.d.client, modeHTTP)
 			d.transparent = true
-			den := badRequest("", "%s", reason)
 			d.refuse(den)
 			den.write(w)
 			d.log(&s.sink)
