@@ -200,13 +200,11 @@ func readServerFrame(br *bufio.Reader) ([]byte, error) {
 	return payload, err
 }
 
-// TestMITMWebSocket: a WebSocket upgrade to a transform host gets the
-// credential on its handshake; frames go both ways; the handshake answer
-// and every frame from the upstream are scrubbed with masks of the same
-// length, so the frames stay valid; the request has one decision line,
-// written when the connection ends.
-func TestMITMWebSocket(t *testing.T) {
-	echo := &websocket.Server{
+// wsEcho is a WebSocket upstream: its handshake answer echoes the
+// Authorization it got in X-Echo, its first message says "auth <value>",
+// then it echoes what it receives.
+func wsEcho() http.HandlerFunc {
+	srv := &websocket.Server{
 		Handshake: func(cfg *websocket.Config, r *http.Request) error {
 			cfg.Header = http.Header{"X-Echo": {r.Header.Get("Authorization")}}
 			return nil
@@ -223,12 +221,45 @@ func TestMITMWebSocket(t *testing.T) {
 			}
 		},
 	}
-	env := newMITMEnv(t, echo.ServeHTTP, nil)
-	tc := mitmTLS(t, env, "telemetry.example.com")
-	defer tc.Close()
-	fmt.Fprintf(tc, "GET /ws HTTP/1.1\r\nHost: telemetry.example.com:%s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
-		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer sandbox-own\r\n\r\n", env.upstream)
-	br := bufio.NewReader(tc)
+	return srv.ServeHTTP
+}
+
+// TestWebSocketToTransformHost: a WebSocket upgrade to a transform host,
+// intercepted or forwarded as plain HTTP (allow_plaintext), gets the
+// credential on its handshake; frames go both ways; the handshake answer
+// and every frame from the upstream are scrubbed with masks of the same
+// length, so the frames stay valid; the request has one decision line,
+// written when the connection ends, with the bytes of both directions.
+func TestWebSocketToTransformHost(t *testing.T) {
+	plain := newUpstream(t, false, wsEcho())
+	env := newMITMEnv(t, wsEcho(), func(gc *gatewayConfig) {
+		gc.exempt = append(gc.exempt, plain.hostPort())
+		gc.allow = append(gc.allow, "open.test")
+		gc.names["open.test"] = []string{"127.0.0.1"}
+		gc.entries = append(gc.entries, EntryRules{}, EntryRules{Transform: gc.entries[0].Transform, AllowPlaintext: true})
+	})
+	t.Run("intercepted", func(t *testing.T) {
+		tc := mitmTLS(t, env, "telemetry.example.com")
+		wsExchange(t, tc, "/ws", "telemetry.example.com:"+env.upstream, env.up)
+		checkWSDecision(t, env, "mitm")
+	})
+	t.Run("forwarded", func(t *testing.T) {
+		c := dialTimeout(t, env.gw.addr)
+		host := "open.test:" + plain.port()
+		wsExchange(t, c, "http://"+host+"/ws", host, plain)
+		checkWSDecision(t, env, "http")
+	})
+}
+
+// wsExchange does the handshake and exchanges messages over c, then closes
+// it.
+func wsExchange(t *testing.T, c net.Conn, target, host string, up *upstream) {
+	t.Helper()
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer sandbox-own\r\n\r\n", target, host)
+	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -239,10 +270,10 @@ func TestMITMWebSocket(t *testing.T) {
 	if got := resp.Header.Get("X-Echo"); got != "[redacted]" {
 		t.Fatalf("handshake answer's echo = %q, want it scrubbed", hideCanary(got))
 	}
-	if got := env.up.requests()[0].Header.Get("Authorization"); got != "Bearer "+canary {
+	reqs := up.requests()
+	if got := reqs[len(reqs)-1].Header.Get("Authorization"); got != "Bearer "+canary {
 		t.Fatal("the handshake did not carry the injected credential")
 	}
-
 	first, err := readServerFrame(br)
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +285,7 @@ func TestMITMWebSocket(t *testing.T) {
 	copy(big[32<<10-10:], canary) // across the scrubber's work buffer
 	copy(big[len(big)-len(canary):], canary)
 	for _, msg := range [][]byte{[]byte("hello"), []byte("say " + canary + " back"), big} {
-		if err := writeClientFrame(tc, msg); err != nil {
+		if err := writeClientFrame(c, msg); err != nil {
 			t.Fatal(err)
 		}
 		got, err := readServerFrame(br)
@@ -266,10 +297,23 @@ func TestMITMWebSocket(t *testing.T) {
 			t.Fatalf("echo of a %d-byte message differs: %q", len(msg), hideCanary(string(got[:min(len(got), 80)])))
 		}
 	}
-	tc.Close()
-	d := env.gw.logs.waitDecisions(t, 1)[0]
-	if d["mode"] != "mitm" || d["status"] != 101.0 || fmt.Sprint(d["injected"]) != "[Authorization]" ||
-		d["bytes_in"].(float64) < float64(len(big)) || d["bytes_out"].(float64) < float64(len(big)) {
+}
+
+// checkWSDecision waits for the line of the connection wsExchange closed.
+func checkWSDecision(t *testing.T, env *mitmEnv, mode string) {
+	t.Helper()
+	var d map[string]any
+	deadline := time.Now().Add(5 * time.Second)
+	for d == nil && time.Now().Before(deadline) {
+		for _, l := range env.gw.logs.decisions(t) {
+			if l["mode"] == mode && l["status"] == 101.0 {
+				d = l
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if d == nil || fmt.Sprint(d["injected"]) != "[Authorization]" || d["verdict"] != "allow" ||
+		d["bytes_in"].(float64) < 96000 || d["bytes_out"].(float64) < 96000 {
 		t.Fatalf("decision = %v", d)
 	}
 	env.assertNoCanary(t)
