@@ -33,6 +33,10 @@ import (
 // tail is never released while the upstream stalls, as the next bytes could
 // complete the secret: it waits for those bytes, or for the end of the body
 // (when it can no longer become a secret and is released as it is).
+// Releasing it after a pause could hand out all of a secret but its last
+// byte; masking it would corrupt text that merely ends like a secret
+// begins. The cost is that a chunk or frame ending in such a tail waits for
+// the next one.
 type Scrubber struct {
 	secrets [][]byte // distinct, non-empty, longest first
 	mask    []byte   // "[redacted]***…" and "****…" of maxLen: see maskFor
@@ -269,8 +273,9 @@ func (s *Scrubber) Replace(v string) string {
 // held-back tail of what it read (shorter than the longest secret). Closing
 // it closes rc.
 //
-// Each Read reads rc once and returns everything that cannot be the start
-// of a secret, so it never waits for more input while it has bytes to give.
+// A Read returns as soon as a read of rc brought bytes that cannot be the
+// start of a secret: it never waits for more input while it has some to
+// give.
 // The held-back tail (a proper prefix of some secret) is released once the
 // following bytes show it does not start a secret, or at io.EOF. On any
 // other error from rc it stays held (the error is passed through; a later
