@@ -186,6 +186,15 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
+		if headerHasToken(r.Header, "Expect", "100-continue") {
+			// net/http's server writes its own "100 Continue" on the first
+			// read of the body, from the goroutine that sends the request
+			// upstream, without a lock against ReverseProxy relaying the
+			// upstream's informational answers (103) from another: say it
+			// now. The body is sent on at once anyway (the transport does
+			// not wait for the upstream's 100).
+			w.WriteHeader(http.StatusContinue)
+		}
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
 	mr := &mitmRequest{d: d}
