@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -149,7 +150,28 @@ func (s *Server) roundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Respon
 		return nil, err
 	}
 	resp.Body = wrapLoggingBody(resp.Body, st.d, &s.sink)
+	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		client, _ := r.Context().Value(connKey{}).(net.Conn)
+		resp.Body = &switchedBody{ReadWriteCloser: rwc, client: client}
+	}
 	return resp, nil
+}
+
+// switchedBody is the upstream side of a switched (WebSocket) connection on
+// the forwarding path. goproxy relays until one direction ends and then
+// closes this body but not the client's connection, which it has taken over:
+// closing it here tells the client, and ends the other direction.
+type switchedBody struct {
+	io.ReadWriteCloser
+	client net.Conn // nil if unknown
+}
+
+func (b *switchedBody) Close() error {
+	err := b.ReadWriteCloser.Close()
+	if b.client != nil {
+		_ = b.client.Close()
+	}
+	return err
 }
 
 // onResponse turns an upstream failure into our answer. Successful responses

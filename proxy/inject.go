@@ -25,7 +25,7 @@ func inject(h http.Header, rules *transform.Rules, d *decision) {
 
 // scrubResponse replaces every injected secret that an upstream echoes, in
 // every byte the response carries to the sandbox: its headers ("[redacted]";
-// a header named after a secret is dropped), its trailers (their values
+// a header named after a secret is dropped; the reason phrase too), its trailers (their values
 // arrive after the body, so they are scrubbed again when the body ends),
 // and its streamed body (a mask of the same length, so Content-Length stays
 // true and the body is not re-framed). After a 101 the body is the switched
@@ -36,6 +36,9 @@ func scrubResponse(resp *http.Response, s *transform.Scrubber) {
 	if s == nil {
 		return
 	}
+	// The reason phrase reaches the client after a 101 (ReverseProxy
+	// writes the upstream's status line as it is).
+	resp.Status = s.Replace(resp.Status)
 	s.Header(resp.Header)
 	s.Header(resp.Trailer) // the announced names
 	if resp.Body == nil || resp.Body == http.NoBody {

@@ -488,7 +488,11 @@ func (re *rawEnv) forwarded(t *testing.T, request string) string {
 // secret reaches the client in no letter case, and the rest of the answer
 // does.
 func TestScrubEveryUpstreamByte(t *testing.T) {
-	const get = "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+	const (
+		get       = "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+		websocket = "GET / HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
+			"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+	)
 	tests := []struct {
 		name   string
 		answer string
@@ -509,6 +513,13 @@ func TestScrubEveryUpstreamByte(t *testing.T) {
 			paths:  []string{"intercepted", "forwarded"},
 		},
 		{
+			name: "websocket",
+			answer: "HTTP/1.1 101 Switching " + canary + "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-Echo: " + canary + "\r\n\r\n" +
+				"\x81" + string(rune(len("hi "+canary))) + "hi " + canary,
+			want:  []string{"101 Switching ", "X-Echo: [redacted]", "hi [redacted]"},
+			paths: []string{"intercepted", "forwarded"},
+		},
+		{
 			name:   "malformed answer quoting the secret",
 			answer: "HTTP/1.1 200 OK\r\nbroken " + canary + "\r\n\r\n",
 			want:   []string{"502 Bad Gateway", string(CodeUpstreamError)},
@@ -519,11 +530,15 @@ func TestScrubEveryUpstreamByte(t *testing.T) {
 		re := newRawEnv(t, func(c net.Conn, _ *bufio.Reader, _ *http.Request) { _, _ = io.WriteString(c, tt.answer) })
 		for _, path := range tt.paths {
 			t.Run(tt.name+"/"+path, func(t *testing.T) {
+				request := get
+				if tt.name == "websocket" {
+					request = websocket
+				}
 				var got string
 				if path == "intercepted" {
-					got = re.intercepted(t, get)
+					got = re.intercepted(t, request)
 				} else {
-					got = re.forwarded(t, get)
+					got = re.forwarded(t, request)
 				}
 				assertNoCanaryFold(t, got)
 				for _, w := range tt.want {
