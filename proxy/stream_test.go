@@ -299,20 +299,23 @@ func wsExchange(t *testing.T, c net.Conn, target, host string, up *upstream) {
 	}
 }
 
-// checkWSDecision waits for the line of the connection wsExchange closed.
+// checkWSDecision waits for the line of the connection wsExchange closed:
+// the only line of its mode, written once the connection has ended.
 func checkWSDecision(t *testing.T, env *mitmEnv, mode string) {
 	t.Helper()
-	var d map[string]any
-	deadline := time.Now().Add(5 * time.Second)
-	for d == nil && time.Now().Before(deadline) {
+	var lines []map[string]any
+	for deadline := time.Now().Add(5 * time.Second); len(lines) == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 		for _, l := range env.gw.logs.decisions(t) {
-			if l["mode"] == mode && l["status"] == 101.0 {
-				d = l
+			if l["mode"] == mode {
+				lines = append(lines, l)
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
-	if d == nil || fmt.Sprint(d["injected"]) != "[Authorization]" || d["verdict"] != "allow" ||
+	if len(lines) != 1 {
+		t.Fatalf("%d decision lines of mode %s, want 1: %v", len(lines), mode, lines)
+	}
+	if d := lines[0]; d["status"] != 101.0 || fmt.Sprint(d["injected"]) != "[Authorization]" || d["verdict"] != "allow" ||
 		d["bytes_in"].(float64) < 96000 || d["bytes_out"].(float64) < 96000 {
 		t.Fatalf("decision = %v", d)
 	}
