@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"io"
+	"net"
 )
 
 // loggingBody counts the response bytes read through it and writes the
@@ -14,12 +15,16 @@ type loggingBody struct {
 	io.ReadCloser
 	d    *decision
 	sink *sink
+	// switched: the body is a switched (WebSocket) connection, which ends
+	// when either side closes it; a read on the side closed by the other's
+	// end (net.ErrClosed) is that end, not a failure.
+	switched bool
 }
 
 func (b *loggingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.d.addOut(int64(n))
-	if err != nil && !errors.Is(err, io.EOF) {
+	if err != nil && !errors.Is(err, io.EOF) && !(b.switched && errors.Is(err, net.ErrClosed)) {
 		b.d.fail(bodyFailure(err, b.d.host))
 	}
 	return n, err
@@ -47,6 +52,7 @@ func (b *loggingRWBody) Write(p []byte) (int, error) {
 func wrapLoggingBody(body io.ReadCloser, d *decision, k *sink) io.ReadCloser {
 	lb := loggingBody{ReadCloser: body, d: d, sink: k}
 	if w, ok := body.(io.Writer); ok {
+		lb.switched = true
 		return &loggingRWBody{loggingBody: lb, w: w}
 	}
 	return &lb

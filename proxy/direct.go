@@ -88,7 +88,10 @@ func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *Policy, dial fun
 		d.setUpstream(uc.conn)
 		resp, err := exchange(uc, r, responseHeader)
 		if err == nil {
-			resp.Body = &directBody{ReadCloser: resp.Body, slot: sl, uc: uc, keep: !resp.Close && !r.Close}
+			// After a 101 the connection speaks another protocol (or is
+			// refused): it is never reused.
+			keep := !resp.Close && !r.Close && resp.StatusCode != http.StatusSwitchingProtocols
+			resp.Body = &directBody{ReadCloser: resp.Body, slot: sl, uc: uc, keep: keep}
 			return resp, nil
 		}
 		sl.drop()

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -94,7 +95,8 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	r.URL.User = nil
 	r.URL.Host = t.authority(defaultPort)
 	r.Host = r.URL.Host
-	stripHopByHop(r.Header)
+	ws := isWebSocketUpgrade(r.Header)
+	transform.StripHopByHop(r.Header)
 	if _, ok := r.Header["User-Agent"]; !ok {
 		// An empty value keeps net/http from sending its own User-Agent.
 		r.Header["User-Agent"] = []string{""}
@@ -102,6 +104,9 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	if rules.Transform != nil {
 		inject(r.Header, rules.Transform, d)
 		st.scrub = rules.Transform.Scrubber()
+	}
+	if ws {
+		setWebSocketUpgrade(r.Header)
 	}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
@@ -150,8 +155,33 @@ func (s *Server) roundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Respon
 	}
 	st.d.status = resp.StatusCode
 	scrubResponse(resp, st.scrub)
+	if err := checkSwitch(r, resp, st.d.host); err != nil {
+		_ = resp.Body.Close()
+		return nil, err
+	}
 	resp.Body = wrapLoggingBody(resp.Body, st.d, &s.sink)
+	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		client, _ := r.Context().Value(connKey{}).(net.Conn)
+		resp.Body = &switchedBody{ReadWriteCloser: rwc, client: client}
+	}
 	return resp, nil
+}
+
+// switchedBody is the upstream side of a switched (WebSocket) connection on
+// the forwarding path. goproxy relays until one direction ends and then
+// closes this body but not the client's connection, which it has taken over:
+// closing it here tells the client, and ends the other direction.
+type switchedBody struct {
+	io.ReadWriteCloser
+	client net.Conn // nil if unknown
+}
+
+func (b *switchedBody) Close() error {
+	err := b.ReadWriteCloser.Close()
+	if b.client != nil {
+		_ = b.client.Close()
+	}
+	return err
 }
 
 // onResponse turns an upstream failure into our answer. Successful responses
@@ -164,26 +194,57 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 	if st == nil {
 		st = &forwardState{d: newDecision(clientAddr(ctx.Req), modeHTTP)}
 	}
-	den := requestFailure(ctx.Error, ctx.Req, st.d.host)
+	den := scrubDenial(requestFailure(ctx.Error, ctx.Req, st.d.host), st.scrub)
 	if den.status == 0 {
 		// The client went away: the line says so (status 0), but goproxy
 		// still needs a response to write, into the void.
 		st.d.refuse(den)
-		den = classifyUpstream(ctx.Error, st.d.host)
+		den = scrubDenial(classifyUpstream(ctx.Error, st.d.host), st.scrub)
 	}
 	return s.refuse(ctx.Req, st.d, den)
 }
 
-// stripHopByHop removes hop-by-hop headers, the headers Connection names,
-// and every Proxy-* header, keeping a websocket Upgrade intact.
-func stripHopByHop(h http.Header) {
-	upgrade := h.Get("Upgrade")
-	isUpgrade := upgrade != "" && headerHasToken(h, "Connection", "upgrade")
-	transform.StripHopByHop(h)
-	if isUpgrade {
-		h.Set("Connection", "Upgrade")
-		h.Set("Upgrade", upgrade)
+// scrubDenial keeps an echoed secret out of a refusal whose reason quotes
+// the upstream (net/http quotes a malformed response line, for one).
+func scrubDenial(den *denial, s *transform.Scrubber) *denial {
+	if r := s.Replace(den.reason); r != den.reason {
+		c := *den
+		c.reason = r
+		return &c
 	}
+	return den
+}
+
+// isWebSocketUpgrade reports whether a request asks to switch to the
+// WebSocket protocol: the one upgrade the gateway lets through. Any other
+// (h2c, TLS/1.0) is dropped with the hop-by-hop headers, so the upstream
+// answers in HTTP/1.1 as if none had been asked for.
+func isWebSocketUpgrade(h http.Header) bool {
+	return headerHasToken(h, "Connection", "upgrade") && headerHasToken(h, "Upgrade", "websocket")
+}
+
+// setWebSocketUpgrade puts back, after the hop-by-hop headers were
+// stripped, the two that ask for a WebSocket upgrade.
+func setWebSocketUpgrade(h http.Header) {
+	h.Set("Connection", "Upgrade")
+	h.Set("Upgrade", "websocket")
+}
+
+// checkSwitch refuses a 101 Switching Protocols answer unless the request
+// asked for a WebSocket upgrade and the answer is one: an upstream must not
+// turn a request into a connection of another protocol the gateway cannot
+// see into. Call it after scrubResponse, as the reason quotes the answer.
+func checkSwitch(req *http.Request, resp *http.Response, host string) error {
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		return nil
+	}
+	if isWebSocketUpgrade(req.Header) && isWebSocketUpgrade(resp.Header) {
+		if _, ok := resp.Body.(io.ReadWriteCloser); ok {
+			return nil
+		}
+	}
+	return deny(CodeUpstreamError, http.StatusBadGateway, host,
+		"the upstream switched protocols to %q, which was not asked for; only websocket upgrades are let through", resp.Header.Get("Upgrade"))
 }
 
 func headerHasToken(h http.Header, name, token string) bool {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/transform"
 )
 
 // serveMITM terminates the client's TLS with a leaf certificate for the
@@ -50,7 +52,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"http/1.1"},
 	}
-	up := &tunnelTransport{s: s, key: net.JoinHostPort(t.host, strconv.Itoa(int(t.port))), responseHeader: tm.ResponseHeader}
+	up := &tunnelTransport{s: s, key: net.JoinHostPort(t.host, strconv.Itoa(int(t.port))), responseHeader: tm.ResponseHeader, scrub: rules.Transform.Scrubber()}
 	// The judged addresses, never a fresh lookup of the name; the real
 	// certificate verified before a byte of any request is sent.
 	up.dial = func(ctx context.Context) (net.Conn, error) {
@@ -109,20 +111,32 @@ type tunnelTransport struct {
 	dial           func(context.Context) (net.Conn, error)
 	slot           upstreamSlot
 	fallback       *http.Transport
+	scrub          *transform.Scrubber // nil: no secret is injected
 }
 
 func (tt *tunnelTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	d, _ := r.Context().Value(mitmDecisionKey{}).(*decision)
-	if d == nil {
-		return tt.fallback.RoundTrip(r)
+	mr, _ := r.Context().Value(mitmRequestKey{}).(*mitmRequest)
+	if mr == nil {
+		return tt.fallback.RoundTrip(scrubRequestContext(r, tt.scrub))
 	}
 	if r.Header.Get("Upgrade") != "" || r.Header.Get("Expect") != "" {
+		// Only this transport passes informational answers on (through
+		// httputil.ReverseProxy's trace): they are scrubbed first.
+		r = scrubRequestContext(r, tt.scrub)
 		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
-			GotConn: func(info httptrace.GotConnInfo) { d.setUpstream(info.Conn) },
+			GotConn: func(info httptrace.GotConnInfo) { mr.d.setUpstream(info.Conn) },
 		}))
 		return tt.fallback.RoundTrip(r)
 	}
-	return tt.s.roundTripSlot(&tt.slot, tt.key, nil, tt.dial, tt.responseHeader, r, d)
+	return tt.s.roundTripSlot(&tt.slot, tt.key, nil, tt.dial, tt.responseHeader, r, mr.d)
+}
+
+// scrubRequestContext makes the 1xx answers to r scrubbed.
+func scrubRequestContext(r *http.Request, s *transform.Scrubber) *http.Request {
+	if s == nil {
+		return r
+	}
+	return r.WithContext(scrubInformational(r.Context(), s))
 }
 
 func (tt *tunnelTransport) close() {
@@ -145,7 +159,22 @@ type mitmHandler struct {
 	active      sync.WaitGroup
 }
 
-type mitmDecisionKey struct{}
+// mitmRequest is the state of one request inside an intercepted tunnel,
+// carried in its context from ServeHTTP through the proxy's hooks.
+type mitmRequest struct {
+	d *decision
+	// switched is closed when the connection of an accepted 101 Switching
+	// Protocols answer is closed, which writes the decision line; nil
+	// until then.
+	switched chan struct{}
+	conn     io.Closer // that connection
+}
+
+type mitmRequestKey struct{}
+
+func mitmRequestOf(r *http.Request) *mitmRequest {
+	return r.Context().Value(mitmRequestKey{}).(*mitmRequest)
+}
 
 func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.requests.Add(1)
@@ -165,9 +194,25 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
+		if headerHasToken(r.Header, "Expect", "100-continue") {
+			// net/http's server writes its own "100 Continue" on the first
+			// read of the body, from the goroutine that sends the request
+			// upstream, without a lock against ReverseProxy relaying the
+			// upstream's informational answers (103) from another: say it
+			// now. The body is sent on at once anyway (the transport does
+			// not wait for the upstream's 100).
+			w.WriteHeader(http.StatusContinue)
+		}
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mitmDecisionKey{}, d)))
+	mr := &mitmRequest{d: d}
+	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mitmRequestKey{}, mr)))
+	if mr.switched != nil {
+		// A switched connection's line is written when ReverseProxy closes
+		// it, just after it returns: the request lasts as long as the
+		// connection, and its bytes are all counted by then.
+		<-mr.switched
+	}
 	// ReverseProxy has closed the upstream body (which logs) or answered an
 	// error (which logs); this covers a handler that returned without either.
 	d.log(&h.s.sink)
@@ -208,24 +253,56 @@ func splitHostPortDefault(hp, defaultPort string) (string, string) {
 }
 
 func (h *mitmHandler) rewrite(pr *httputil.ProxyRequest) {
-	d := pr.In.Context().Value(mitmDecisionKey{}).(*decision)
+	mr := mitmRequestOf(pr.In)
 	pr.Out.URL.Scheme = "https"
 	pr.Out.URL.Host = h.t.authority(443)
 	pr.Out.Host = pr.Out.URL.Host
-	inject(pr.Out.Header, h.rules.Transform, d)
+	inject(pr.Out.Header, h.rules.Transform, mr.d)
+	// inject strips every upgrade; a WebSocket one goes through (and is
+	// what ReverseProxy compares a 101 answer with).
+	if isWebSocketUpgrade(pr.In.Header) {
+		setWebSocketUpgrade(pr.Out.Header)
+	}
 }
 
 func (h *mitmHandler) modifyResponse(resp *http.Response) error {
-	d := resp.Request.Context().Value(mitmDecisionKey{}).(*decision)
-	d.status = resp.StatusCode
+	mr := mitmRequestOf(resp.Request)
+	mr.d.status = resp.StatusCode
 	scrubResponse(resp, h.rules.Transform.Scrubber())
-	resp.Body = wrapLoggingBody(resp.Body, d, &h.s.sink)
+	if err := checkSwitch(resp.Request, resp, h.t.host); err != nil {
+		return err // ReverseProxy closes the body and calls upstreamError
+	}
+	resp.Body = wrapLoggingBody(resp.Body, mr.d, &h.s.sink)
+	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		mr.switched = make(chan struct{})
+		resp.Body = &closeSignal{ReadWriteCloser: rwc, done: mr.switched}
+		mr.conn = resp.Body
+	}
 	return nil
 }
 
+// closeSignal closes done when the connection it wraps is closed.
+type closeSignal struct {
+	io.ReadWriteCloser
+	once sync.Once
+	done chan struct{}
+}
+
+func (c *closeSignal) Close() error {
+	err := c.ReadWriteCloser.Close()
+	c.once.Do(func() { close(c.done) })
+	return err
+}
+
 func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	d := r.Context().Value(mitmDecisionKey{}).(*decision)
-	den := requestFailure(err, r, h.t.host)
+	mr := mitmRequestOf(r)
+	d := mr.d
+	if mr.conn != nil {
+		// ReverseProxy refused a switched connection before taking it
+		// over; close it here, or the request would wait for it forever.
+		_ = mr.conn.Close()
+	}
+	den := scrubDenial(requestFailure(err, r, h.t.host), h.rules.Transform.Scrubber())
 	d.refuse(den)
 	if den.status != 0 {
 		den.write(w)

@@ -110,7 +110,7 @@ func echoAuth(w http.ResponseWriter, r *http.Request) {
 func (e *mitmEnv) assertNoCanary(t *testing.T) {
 	t.Helper()
 	if strings.Contains(e.gw.logs.String(), canary) {
-		t.Fatalf("the secret appears in the gateway's log:\n%s", e.gw.logs.String())
+		t.Fatalf("the secret appears in the gateway's log:\n%s", hideCanary(e.gw.logs.String()))
 	}
 }
 

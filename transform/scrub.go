@@ -22,7 +22,21 @@ import (
 // Matching is leftmost, and longest among secrets starting at the same byte,
 // so the output does not depend on how the input was split into reads.
 // Only exact byte sequences are found: an upstream that returns a secret
-// encoded (base64, URL-escaped) or truncated is not caught.
+// encoded (base64, URL-escaped) or truncated is not caught. Header names
+// are the exception: Go rewrites their case, so a name is matched without
+// regard to case, and a header whose name holds a secret is dropped.
+//
+// A streamed body is released as soon as it is known not to start a secret:
+// only its longest tail that is a proper prefix of some secret ("…Bear" for
+// "Bearer …") is held back until the next bytes decide it, so an event
+// stream whose events end in "\n\n" is passed on event by event. Such a
+// tail is never released while the upstream stalls, as the next bytes could
+// complete the secret: it waits for those bytes, or for the end of the body
+// (when it can no longer become a secret and is released as it is).
+// Releasing it after a pause could hand out all of a secret but its last
+// byte; masking it would corrupt text that merely ends like a secret
+// begins. The cost is that a chunk or frame ending in such a tail waits for
+// the next one.
 type Scrubber struct {
 	secrets [][]byte // distinct, non-empty, longest first
 	mask    []byte   // "[redacted]***…" and "****…" of maxLen: see maskFor
@@ -30,6 +44,7 @@ type Scrubber struct {
 	strs    []string // the same, as strings
 	maxLen  int
 	minLen  int
+	starts  [256]bool // starts[c]: some secret begins with the byte c
 
 	// Horspool over the minLen-byte prefixes of the secrets, used when
 	// minLen >= horspoolMin: shift[c] is how far the window may move when
@@ -63,6 +78,7 @@ func newScrubber(secrets []string) *Scrubber {
 	s.mask = append([]byte(redacted), s.stars...)[:max(s.maxLen, len(redacted))]
 	for _, v := range strs {
 		s.secrets = append(s.secrets, []byte(v))
+		s.starts[v[0]] = true
 	}
 	if m := s.minLen; m >= horspoolMin && m <= 1<<15 {
 		s.horspool = true
@@ -190,43 +206,80 @@ func (s *Scrubber) replaceString(v string) (string, bool) {
 	return v, false
 }
 
-// Header replaces every occurrence of a secret in h's values and keys, and
-// reports whether it changed anything. Use it on trailers too.
+// Header replaces every occurrence of a secret in h's values, drops every
+// header whose name holds a secret in any letter case, and reports whether
+// it changed anything. Use it on trailers and informational (1xx) headers
+// too.
 func (s *Scrubber) Header(h http.Header) bool {
 	if s == nil {
 		return false
 	}
 	changed := false
-	var renames []string
 	for k, vs := range h {
+		if s.inName(k) {
+			// Go canonicalises names ("x-tok" arrives as "X-Tok"), so an
+			// exact match would miss it; and a name cannot be masked into
+			// a valid one. A header named after a secret means nothing.
+			delete(h, k)
+			changed = true
+			continue
+		}
 		for i, v := range vs {
 			if nv, ok := s.replaceString(v); ok {
 				vs[i] = nv
 				changed = true
 			}
 		}
-		if _, ok := s.replaceString(k); ok {
-			renames = append(renames, k)
-		}
-	}
-	for _, k := range renames {
-		nk, _ := s.replaceString(k)
-		vs := h[k]
-		delete(h, k)
-		h[nk] = append(h[nk], vs...)
-		changed = true
 	}
 	return changed
 }
 
+// inName reports whether the header name k holds a secret, ignoring ASCII
+// case.
+func (s *Scrubber) inName(k string) bool {
+	for _, sec := range s.strs {
+		if len(sec) > len(k) {
+			continue
+		}
+		for i := 0; i+len(sec) <= len(k); i++ {
+			if asciiLower(k[i]) == asciiLower(sec[0]) && strings.EqualFold(k[i:i+len(sec)], sec) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func asciiLower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// Replace returns v with every secret replaced by "[redacted]", for text
+// that came from an upstream and is passed on in another form (an error
+// message quoting a malformed response).
+func (s *Scrubber) Replace(v string) string {
+	if s == nil {
+		return v
+	}
+	nv, _ := s.replaceString(v)
+	return nv
+}
+
 // Reader returns a ReadCloser that yields rc's bytes with every secret
 // replaced. Memory is bounded: besides one work buffer it keeps only the
-// last (longest secret − 1) bytes of what it read, which may be the start of
-// a secret that the next read completes. Closing it closes rc.
+// held-back tail of what it read (shorter than the longest secret). Closing
+// it closes rc.
 //
-// Held-back bytes are released only once the following bytes show they do
-// not start a secret, or at io.EOF. On any other error from rc they stay held
-// (the error is passed through; a later Read tries rc again).
+// A Read returns as soon as a read of rc brought bytes that cannot be the
+// start of a secret: it never waits for more input while it has some to
+// give.
+// The held-back tail (a proper prefix of some secret) is released once the
+// following bytes show it does not start a secret, or at io.EOF. On any
+// other error from rc it stays held (the error is passed through; a later
+// Read tries rc again).
 func (s *Scrubber) Reader(rc io.ReadCloser) io.ReadCloser {
 	if s == nil {
 		return rc
@@ -308,30 +361,53 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 // work (that is, of the caller's buffer) ready to return.
 func (r *scrubReader) process(work []byte, direct bool) int {
 	s := r.s
-	// A match is accepted only if it starts where every secret would fit in
-	// work, so that a longer secret starting at the same byte cannot be cut
-	// by the read boundary; bytes from emitEnd on may start a secret.
-	limit, emitEnd := len(work)-s.maxLen, len(work)-(s.maxLen-1)
-	if r.eof {
-		limit, emitEnd = len(work), len(work)
+	// Bytes from hold on may start a secret that the next read completes.
+	// A match starting before hold is final: no longer secret starting at
+	// the same byte can run past the end of work, or hold would be there.
+	hold := len(work)
+	if !r.eof {
+		hold = s.holdFrom(work, 0)
 	}
-	emitEnd = max(emitEnd, 0)
 	resetNext(r.next)
 	// Masks have the secrets' lengths, so they are written in place.
 	pos := 0
 	for {
 		i, l := s.find(work, pos, r.next)
-		if i < 0 || i > limit {
+		if i < 0 || i >= hold {
 			break
 		}
 		copy(work[i:i+l], s.maskFor(l))
 		pos = i + l
+		if pos > hold {
+			// The match covers the tail that was held; what may start a
+			// secret now starts after it.
+			hold = s.holdFrom(work, pos)
+		}
 	}
-	end := max(pos, emitEnd)
-	r.pend = append(r.pend[:0], work[end:]...)
+	r.pend = append(r.pend[:0], work[hold:]...)
 	if direct {
-		return end
+		return hold
 	}
-	r.out = work[:end]
+	r.out = work[:hold]
 	return 0
+}
+
+// holdFrom returns where the longest tail of work at or after from begins
+// that is a proper prefix of some secret; len(work) if there is none.
+func (s *Scrubber) holdFrom(work []byte, from int) int {
+	for j := max(from, len(work)-(s.maxLen-1)); j < len(work); j++ {
+		if !s.starts[work[j]] {
+			continue
+		}
+		tail := work[j:]
+		for _, sec := range s.secrets { // longest first
+			if len(sec) <= len(tail) {
+				break
+			}
+			if bytes.HasPrefix(sec, tail) {
+				return j
+			}
+		}
+	}
+	return len(work)
 }

@@ -3,6 +3,7 @@ package transform
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -44,20 +45,21 @@ func TestScrubHeader(t *testing.T) {
 	s := scrubberFor(t, "s3cr3t", "tok")
 	h := http.Header{
 		"A":            {"clean", "has s3cr3t twice s3cr3t", "tok"},
-		"X-S3cr3t":     {"v"}, // canonical keys cannot hold lower-case secrets
+		"B":            {"S3CR3T"}, // values are matched exactly
+		"X-S3cr3t":     {"v"},      // names in any case: Go canonicalises them
 		"x-tok-header": {"1"},
-		"X-Tok-Header": {"2"},
+		"X-TOK-Header": {"2"},
+		"X-To-K":       {"3"},
 		"Clean":        {"nothing"},
 	}
 	if !s.Header(h) {
 		t.Fatal("no change reported")
 	}
 	want := http.Header{
-		"A":                   {"clean", "has [redacted] twice [redacted]", "[redacted]"},
-		"X-S3cr3t":            {"v"},
-		"x-[redacted]-header": {"1"},
-		"X-Tok-Header":        {"2"},
-		"Clean":               {"nothing"},
+		"A":      {"clean", "has [redacted] twice [redacted]", "[redacted]"},
+		"B":      {"S3CR3T"},
+		"X-To-K": {"3"},
+		"Clean":  {"nothing"},
 	}
 	if !reflect.DeepEqual(h, want) {
 		t.Errorf("got  %q\nwant %q", h, want)
@@ -190,7 +192,7 @@ func (e *errAfter) Read(p []byte) (int, error) {
 func (e *errAfter) Close() error { return nil }
 
 // TestScrubReaderErrorHoldsTail: when the body fails, the bytes that may
-// start a secret are not released.
+// start a secret are not released; those before them are.
 func TestScrubReaderErrorHoldsTail(t *testing.T) {
 	s := scrubberFor(t, "0123456789")
 	boom := errors.New("connection reset")
@@ -199,12 +201,102 @@ func TestScrubReaderErrorHoldsTail(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
-	if string(out) != "hello" {
-		t.Errorf("released %q before the error, want %q", out, "hello")
+	if string(out) != "hello " {
+		t.Errorf("released %q before the error, want %q", out, "hello ")
 	}
 	// An error is reported once; the next Read tries the source again.
 	if _, err := r.Read(make([]byte, 10)); !errors.Is(err, boom) {
 		t.Errorf("second Read err = %v", err)
+	}
+}
+
+// errStalled stands for an upstream with nothing more to send for now.
+var errStalled = errors.New("stalled")
+
+// stallReader hands out its chunks one per Read, and reports errStalled
+// once after each: what a Read of a live stream returns when the upstream
+// pauses. It ends with io.EOF.
+type stallReader struct {
+	chunks  [][]byte
+	stalled bool
+}
+
+func (r *stallReader) Read(p []byte) (int, error) {
+	if !r.stalled {
+		r.stalled = true
+		return 0, errStalled
+	}
+	if len(r.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.chunks[0])
+	if r.chunks[0] = r.chunks[0][n:]; len(r.chunks[0]) == 0 {
+		r.chunks = r.chunks[1:]
+		r.stalled = false
+	}
+	return n, nil
+}
+
+func (r *stallReader) Close() error { return nil }
+
+// readUntilStall reads r until the source stalls or ends.
+func readUntilStall(t *testing.T, r io.Reader, buf []byte) (string, bool) {
+	t.Helper()
+	var out []byte
+	for range 10000 {
+		n, err := r.Read(buf)
+		out = append(out, buf[:n]...)
+		switch {
+		case errors.Is(err, errStalled):
+			return string(out), false
+		case err == io.EOF:
+			return string(out), true
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("no stall after 10000 reads")
+	return "", false
+}
+
+// TestScrubReaderReleasesBeforeStall: when the upstream pauses, everything
+// that cannot start a secret has been handed out; only a tail that is a
+// proper prefix of a secret waits, and a secret split across the pause is
+// still masked.
+func TestScrubReaderReleasesBeforeStall(t *testing.T) {
+	secret := "Bearer sk-live-0123456789"
+	tests := []struct {
+		name   string
+		chunks []string
+		want   []string // released by each stall, then at EOF
+	}{
+		{"events", []string{"data: 1\n\n", "data: 2\n\n", "data: 3\n\n"},
+			[]string{"", "data: 1\n\n", "data: 2\n\n", "data: 3\n\n", ""}},
+		{"short event", []string{"x", "y"}, []string{"", "x", "y", ""}},
+		{"prefix held", []string{"data: Bear", "ly\n\n"}, []string{"", "data: ", "Bearly\n\n", ""}},
+		{"secret split", []string{"a Bearer sk-", "live-0123456789 b\n\n"},
+			[]string{"", "a ", "[redacted]*************** b\n\n", ""}},
+		{"prefix at EOF", []string{"end Bearer sk"}, []string{"", "end ", "Bearer sk"}},
+		{"overlapping prefix", []string{"BeBearer", " sk-live-0123456789"},
+			[]string{"", "Be", "[redacted]***************", ""}},
+	}
+	for _, tt := range tests {
+		for _, size := range []int{1, 7, 4096} {
+			t.Run(fmt.Sprintf("%s/buf%d", tt.name, size), func(t *testing.T) {
+				src := &stallReader{}
+				for _, c := range tt.chunks {
+					src.chunks = append(src.chunks, []byte(c))
+				}
+				r := scrubberFor(t, secret, "sk-live-0123456789").Reader(src)
+				buf := make([]byte, size)
+				for i, want := range tt.want {
+					got, eof := readUntilStall(t, r, buf)
+					if got != want || eof != (i == len(tt.want)-1) {
+						t.Fatalf("step %d: released %q (eof %v), want %q", i, got, eof, want)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -245,7 +337,11 @@ func FuzzScrubReader(f *testing.F) {
 	f.Add([]byte("xx secret yy secretsecret"), uint8(3), uint8(1))
 	f.Add([]byte("sesesecret"), uint8(1), uint8(7))
 	f.Add([]byte("abcabcab"), uint8(2), uint8(2))
+	f.Add([]byte("data: se\n\ndata: secret\n\n"), uint8(4), uint8(0))
+	f.Add([]byte("sesesesecretabcabcab"), uint8(0), uint8(200))
 	f.Fuzz(func(t *testing.T, in []byte, srcChunk, dstChunk uint8) {
+		// No secret contains '[' or '*', nor a tail of "[redacted]"
+		// followed by more: masks cannot make new occurrences.
 		for _, s := range []*Scrubber{
 			scrubberFor(t, "secret", "cret", "sesec", "abcab"), // Horspool
 			scrubberFor(t, "secret", "ab"),                     // bytes.Index, several
@@ -289,22 +385,53 @@ func fuzzScrub(t *testing.T, s *Scrubber, in []byte, srcChunk, dstChunk uint8) {
 	if len(want) != len(in) {
 		t.Fatalf("masked body has %d bytes, the input %d", len(want), len(in))
 	}
-	r := s.Reader(io.NopCloser(&chunkReader{data: in, n: int(srcChunk%64) + 1}))
-	var out bytes.Buffer
+	for _, sec := range s.secrets {
+		if bytes.Contains(want, sec) {
+			t.Fatalf("a secret survives in %q", want)
+		}
+	}
+	// The source stalls after every chunk: by then everything but the
+	// longest tail that is a proper prefix of a secret must be out, and
+	// what is out is final.
+	src := &stallReader{}
+	for rest := in; len(rest) > 0; {
+		n := min(len(rest), int(srcChunk%64)+1)
+		src.chunks = append(src.chunks, rest[:n])
+		rest = rest[n:]
+	}
+	r := s.Reader(src)
 	buf := make([]byte, int(dstChunk)+1)
-	for {
-		n, err := r.Read(buf)
-		out.Write(buf[:n])
-		if err == io.EOF {
+	var out []byte
+	for step := 0; ; step++ {
+		consumed := min(len(in), step*(int(srcChunk%64)+1))
+		got, eof := readUntilStall(t, r, buf)
+		out = append(out, got...)
+		if !bytes.HasPrefix(want, out) {
+			t.Fatalf("stream %q is not a prefix of the whole %q", out, want)
+		}
+		if eof {
 			break
 		}
-		if err != nil {
-			t.Fatal(err)
+		if held := consumed - len(out); held > naiveHeld(s, in[:consumed]) {
+			t.Fatalf("after %q: %d bytes held back, at most %d may start a secret", in[:consumed], held, naiveHeld(s, in[:consumed]))
 		}
 	}
-	if !bytes.Equal(out.Bytes(), want) {
-		t.Fatalf("stream %q != whole %q", out.Bytes(), want)
+	if !bytes.Equal(out, want) {
+		t.Fatalf("stream %q != whole %q", out, want)
 	}
+}
+
+// naiveHeld is the length of the longest tail of b that is a proper prefix
+// of some secret.
+func naiveHeld(s *Scrubber, b []byte) int {
+	for j := range b {
+		for _, sec := range s.secrets {
+			if len(sec) > len(b)-j && bytes.HasPrefix(sec, b[j:]) {
+				return len(b) - j
+			}
+		}
+	}
+	return 0
 }
 
 type chunkReader struct {
