@@ -10,4 +10,4 @@
 //	runner := sandbox.NewRunner(hooks, sandbox.RunnerOptions{Logger: log, HTTP: client})
 //	ev, err := sandbox.NewEvent(sandbox.PreToolExecution, "read_file", args, envID, "")
 //	if d := runner.Run(ctx, ev); d.Denied() { /* skip the tool, show d.Reason */ }
-package sandbox
+package hooks
