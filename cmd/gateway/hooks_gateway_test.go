@@ -24,8 +24,8 @@ import (
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
 	"github.com/hookgate/hookgate/hookhttp"
-	"github.com/hookgate/hookgate/proxy"
 	"github.com/hookgate/hookgate/hooks"
+	"github.com/hookgate/hookgate/proxy"
 	"github.com/hookgate/hookgate/transform"
 )
 
