@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hookgate/hookgate/hookhttp"
+	"github.com/hookgate/hookgate/internal/srcpos"
 )
 
 // DefaultKillGrace is how long a timed-out command's process group has
@@ -57,7 +58,7 @@ type RunnerOptions struct {
 	// LoadProblems are what Load reported. Every Run logs each error among
 	// them as a line of its own (outcome load-error, at error level), so a
 	// hooks.json that did not load never passes silently. If nil, none.
-	LoadProblems []Problem
+	LoadProblems srcpos.Errors
 	// FailClosedOnLoadError makes a pre event deny when LoadProblems hold an
 	// error: the hooks that were meant to run may be missing. If false, such
 	// a run allows (fail-open), as a failed handler does by default.
@@ -203,15 +204,15 @@ func (r *Runner) logLoadErrors(log zerolog.Logger, kind EventKind) []string {
 	var first string
 	count := 0
 	for _, p := range r.opts.LoadProblems {
-		if p.Severity != SeverityError {
+		if p.Severity != srcpos.SeverityError {
 			continue
 		}
 		if count == 0 {
-			first = p.String()
+			first = p.Error()
 		}
 		count++
 		log.Error().Str(fieldOutcome, string(OutcomeLoadError)).Str(fieldEffect, effect).
-			Str(fieldSource, fmt.Sprintf("%s:%d", p.File, p.Line)).Str(fieldDetail, p.String()).Msg("hooks.json")
+			Str(fieldSource, fmt.Sprintf("%s:%d", p.File, p.Line)).Str(fieldDetail, p.Error()).Msg("hooks.json")
 	}
 	if count == 0 || effect != "fail-closed" {
 		return nil

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/hookgate/hookgate/internal/srcpos"
 )
 
 // oneHook is a hooks.json with one group holding one pre handler.
@@ -274,7 +276,7 @@ func TestInvalidMatcherReportedAndMatchesNothing(t *testing.T) {
 		t.Fatalf("problems = %v", ps)
 	}
 	want := filepath.Join(e.ws, HooksFile) + `:4:19: error: g.pre_tool_execution[0].matcher: invalid RE2 pattern "*_file": missing argument to repetition operator: ` + "`*`" + `; this rule matches nothing (hint: "*_file" is a glob, not RE2; did you mean ".*_file"?)`
-	if ps[0].String() != want {
+	if ps[0].Error() != want {
 		t.Errorf("problem:\n got %s\nwant %s", ps[0], want)
 	}
 	d := NewRunner(h, RunnerOptions{}).Run(ctxT(t), event(t, PreToolExecution, "read_file", `{}`))
@@ -323,7 +325,7 @@ func TestRootGroupNotOverridable(t *testing.T) {
 	e.writeWS(t, `{"g": {"enabled": false, "pre_tool_execution": [{"matcher": "*", "hooks": [{"command": "echo '{\"decision\":\"allow\"}'"}]}]},
 		"extra": {"pre_tool_execution": [{"matcher": "*", "hooks": [{"command": "echo '{\"decision\":\"allow\"}'"}]}]}}`)
 	h, ps := e.load(t)
-	if len(ps) != 1 || ps[0].Severity != SeverityWarning || ps[0].Line != 1 || !strings.Contains(ps[0].Message, `group "g" is defined in `+filepath.Join(e.root, HooksFile)) {
+	if len(ps) != 1 || ps[0].Severity != srcpos.SeverityWarning || ps[0].Line != 1 || !strings.Contains(ps[0].Msg, `group "g" is defined in `+filepath.Join(e.root, HooksFile)) {
 		t.Fatalf("problems = %v", ps)
 	}
 	if len(h.Groups) != 2 || h.Groups[0].File != filepath.Join(e.root, HooksFile) || h.Groups[1].Name != "extra" {
@@ -384,20 +386,20 @@ func TestParseEvent(t *testing.T) {
 // outcome, and deny pre events only in fail-closed mode; warnings do
 // neither.
 func TestRunLoadProblems(t *testing.T) {
-	errProblem := Problem{Severity: SeverityError, File: "/r/.agents/hooks.json", Line: 1, Column: 1, Message: "the top level must be an object"}
-	warning := Problem{Severity: SeverityWarning, File: "/w/.agents/hooks.json", Message: "group has no hooks"}
+	errProblem := &srcpos.Error{Severity: srcpos.SeverityError, File: "/r/.agents/hooks.json", Line: 1, Column: 1, Msg: "the top level must be an object"}
+	warning := &srcpos.Error{Severity: srcpos.SeverityWarning, File: "/w/.agents/hooks.json", Msg: "group has no hooks"}
 	for _, tc := range []struct {
 		name       string
-		problems   []Problem
+		problems   srcpos.Errors
 		failClosed bool
 		kind       EventKind
 		want       Verdict
 		lines      int
 	}{
-		{"fail-open", []Problem{errProblem, warning}, false, PreToolExecution, Allow, 1},
-		{"fail-closed", []Problem{errProblem, warning}, true, PreToolExecution, Deny, 1},
-		{"post never denies", []Problem{errProblem}, true, PostToolExecution, Allow, 1},
-		{"warnings only", []Problem{warning}, true, PreToolExecution, Allow, 0},
+		{"fail-open", srcpos.Errors{errProblem, warning}, false, PreToolExecution, Allow, 1},
+		{"fail-closed", srcpos.Errors{errProblem, warning}, true, PreToolExecution, Deny, 1},
+		{"post never denies", srcpos.Errors{errProblem}, true, PostToolExecution, Allow, 1},
+		{"warnings only", srcpos.Errors{warning}, true, PreToolExecution, Allow, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logBuf strings.Builder
@@ -412,7 +414,7 @@ func TestRunLoadProblems(t *testing.T) {
 				if d.Decision != tc.want {
 					t.Fatalf("run %d: decision %+v, want %s", run, d, tc.want)
 				}
-				if tc.want == Deny && !strings.Contains(d.Reason, errProblem.String()) {
+				if tc.want == Deny && !strings.Contains(d.Reason, errProblem.Error()) {
 					t.Errorf("reason %q does not name the problem", d.Reason)
 				}
 				if n := strings.Count(logBuf.String(), `"outcome":"load-error"`); n != tc.lines {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookgate/hookgate/hookhttp"
 	"github.com/hookgate/hookgate/hooks"
+	"github.com/hookgate/hookgate/internal/srcpos"
 )
 
 // maxEventSize bounds the event JSON read from stdin.
@@ -125,11 +126,11 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		}
 		// A file that exists but cannot be read is the worst load error:
 		// strict mode denies on it like on any other.
-		loaded, problems = &hooks.Hooks{Workspace: *workspace}, []hooks.Problem{{Severity: hooks.SeverityError, File: hooks.HooksFile, Message: err.Error()}}
+		loaded, problems = &hooks.Hooks{Workspace: *workspace}, srcpos.Errors{{Severity: srcpos.SeverityError, File: hooks.HooksFile, Msg: err.Error()}}
 	}
 	for _, p := range problems {
-		if p.Severity != hooks.SeverityError { // errors: logged by the runner on every run
-			log.Warn().Str("problem", p.String()).Msg("hooks.json")
+		if p.Severity != srcpos.SeverityError { // errors: logged by the runner on every run
+			log.Warn().Str("problem", p.Error()).Msg("hooks.json")
 		}
 	}
 
@@ -196,10 +197,10 @@ func runHooksCheck(args []string, stdout, stderr io.Writer) error {
 	if len(problems) > 0 {
 		fmt.Fprintf(stdout, "\n%d problem(s):\n", len(problems))
 		for _, p := range problems {
-			fmt.Fprintln(stdout, "  "+p.String())
+			fmt.Fprintln(stdout, "  "+p.Error())
 		}
 	}
-	if hooks.HasErrors(problems) {
+	if problems.HasErrors() {
 		return &exitError{code: 1}
 	}
 	return nil

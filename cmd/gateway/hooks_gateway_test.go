@@ -196,7 +196,7 @@ func BenchmarkHTTPHookThroughGateway(b *testing.B) {
 		b.Fatal(err)
 	}
 	loaded, problems, err := hooks.Load(hooks.LoadOptions{Workspace: ws, Root: root})
-	if err != nil || hooks.HasErrors(problems) {
+	if err != nil || problems.HasErrors() {
 		b.Fatalf("load: %v %v", err, problems)
 	}
 	client, err := hookhttp.New(hookhttp.Options{Proxy: hg.proxyURL, CAFile: hg.caFile})
