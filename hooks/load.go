@@ -228,16 +228,20 @@ func compileFile(path string, data []byte) ([]*Group, srcpos.Errors) {
 	return groups, c.problems
 }
 
-// groupFieldHints maps field names of other hook formats to ours.
-var groupFieldHints = map[string]string{
-	"pretooluse":          `this file uses hook groups; write "pre_tool_execution"`,
-	"posttooluse":         `this file uses hook groups; write "post_tool_execution"`,
-	"pre_tool_use":        `write "pre_tool_execution"`,
-	"post_tool_use":       `write "post_tool_execution"`,
-	"pretoolexecution":    `write "pre_tool_execution"`,
-	"posttoolexecution":   `write "post_tool_execution"`,
-	"pre-tool-execution":  `write "pre_tool_execution"`,
-	"post-tool-execution": `write "post_tool_execution"`,
+// groupFieldHint points a field name of another hook format (or a
+// near-miss spelling of ours) at our event names; "" when it has none.
+func groupFieldHint(key string) string {
+	switch strings.ToLower(key) {
+	case "pretooluse":
+		return `this file uses hook groups; write "pre_tool_execution"`
+	case "posttooluse":
+		return `this file uses hook groups; write "post_tool_execution"`
+	case "pre_tool_use", "pretoolexecution", "pre-tool-execution":
+		return `write "pre_tool_execution"`
+	case "post_tool_use", "posttoolexecution", "post-tool-execution":
+		return `write "post_tool_execution"`
+	}
+	return ""
 }
 
 func (c *fileCompiler) group(m member) *Group {
@@ -273,7 +277,7 @@ func (c *fileCompiler) group(m member) *Group {
 		case string(PreToolExecution), string(PostToolExecution):
 			g.Rules[EventKind(f.key)] = c.rules(field, f.val)
 		default:
-			hint := groupFieldHints[strings.ToLower(f.key)]
+			hint := groupFieldHint(f.key)
 			if hint == "" {
 				hint = suggest(f.key, "enabled", string(PreToolExecution), string(PostToolExecution))
 			}

@@ -75,6 +75,8 @@ type Runner struct {
 	matchCount atomic.Int32
 }
 
+// maxCachedTools bounds the match cache: tool names come from the agent,
+// so a runaway agent cannot grow it without limit.
 const maxCachedTools = 1024
 
 type matchKey struct {
@@ -109,7 +111,7 @@ type Result struct {
 	Duration time.Duration
 }
 
-// Matching returns the rules of enabled groups that apply to tool for this
+// matching returns the rules of enabled groups that apply to tool for this
 // event kind, in run order. The answer is cached per (kind, tool).
 func (r *Runner) matching(kind EventKind, tool string) []match {
 	key := matchKey{kind, tool}
@@ -249,10 +251,8 @@ func (r *Runner) logResult(log zerolog.Logger, res Result, effect string) {
 func (r *Runner) runHandler(ctx context.Context, ev Event, g *Group, h *Handler, idemKey string) Result {
 	res := Result{Group: g.Name, Handler: h}
 	start := time.Now()
-	defer func() { res.Duration = time.Since(start) }()
 	if err := ctx.Err(); err != nil {
 		res.Outcome, res.Detail = OutcomeTimeout, "not run: "+ctxCause(err)
-		res.Duration = 0
 		return res
 	}
 	if h.Invalid != "" {

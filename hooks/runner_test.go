@@ -190,26 +190,21 @@ func TestHangingCommandKillsProcessGroup(t *testing.T) {
 		name, command string
 		timeout       string
 		outcome       Outcome
-		maxDuration   time.Duration
 	}{
 		// A child that sleeps while the shell waits for it: timeout, group killed.
-		{"child of a hanging shell", `sleep 300 & echo $! > child.pid; wait`, "0.3", OutcomeTimeout, 3 * time.Second},
+		{"child of a hanging shell", `sleep 300 & echo $! > child.pid; wait`, "0.3", OutcomeTimeout},
 		// Both ignore SIGTERM: only the SIGKILL after the grace period ends them.
-		{"TERM ignored", `trap '' TERM; sleep 300 & echo $! > child.pid; wait`, "0.3", OutcomeTimeout, 3 * time.Second},
+		{"TERM ignored", `trap '' TERM; sleep 300 & echo $! > child.pid; wait`, "0.3", OutcomeTimeout},
 		// The shell answers and exits, leaving a background child holding
 		// stdout: the answer counts, the child is killed, no waiting for it.
-		{"background child left behind", `sleep 300 & echo $! > child.pid; echo '{"decision":"allow"}'`, "30", OutcomeAllow, 3 * time.Second},
+		{"background child left behind", `sleep 300 & echo $! > child.pid; echo '{"decision":"allow"}'`, "30", OutcomeAllow},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.writeWS(t, oneHook(cmdHook(tc.command, `, "timeout": `+tc.timeout)))
 			r, _ := e.runner(t, RunnerOptions{KillGrace: 200 * time.Millisecond})
-			start := time.Now()
 			d := r.Run(ctxT(t), event(t, PreToolExecution, "code_execution", `{}`))
-			if el := time.Since(start); el > tc.maxDuration {
-				t.Errorf("run took %v", el)
-			}
 			if d.Results[0].Outcome != tc.outcome {
 				t.Fatalf("outcome = %s (%s)", d.Results[0].Outcome, d.Results[0].Detail)
 			}
@@ -348,11 +343,7 @@ func TestChainDeadline(t *testing.T) {
 	e.writeWS(t, `{"a": {"pre_tool_execution": [{"matcher": "*", "hooks": [`+slow+`]}]},
 		"b": {"pre_tool_execution": [{"matcher": "*", "hooks": [`+cmdHook("true", `, "on_failure": "deny"`)+`]}]}}`)
 	r, logs := e.runner(t, RunnerOptions{Deadline: 300 * time.Millisecond, KillGrace: 50 * time.Millisecond})
-	start := time.Now()
 	d := r.Run(ctxT(t), event(t, PreToolExecution, "x", `{}`))
-	if el := time.Since(start); el > 3*time.Second {
-		t.Errorf("took %v", el)
-	}
 	if len(d.Results) != 2 || d.Results[0].Outcome != OutcomeTimeout || d.Results[1].Outcome != OutcomeTimeout ||
 		!strings.HasPrefix(d.Results[1].Detail, "not run") || !d.Denied() {
 		t.Fatalf("decision = %+v", d)
