@@ -111,7 +111,6 @@ type Client struct {
 	hc        *http.Client
 	userAgent string
 	maxBody   int64
-	proxyDesc string
 }
 
 // New builds a Client. It fails when the proxy URL is malformed or the CA
@@ -136,14 +135,12 @@ func New(opts Options) (*Client, error) {
 	}
 
 	var proxy func(*http.Request) (*url.URL, error)
-	proxyDesc := "direct"
 	if opts.Proxy != "" {
 		u, err := parseProxy(opts.Proxy)
 		if err != nil {
 			return nil, err
 		}
 		proxy = http.ProxyURL(u)
-		proxyDesc = u.Redacted()
 	} else {
 		cfg := httpproxy.Config{
 			HTTPSProxy: firstNonEmpty(getenv("HTTPS_PROXY"), getenv("https_proxy")),
@@ -155,7 +152,6 @@ func New(opts Options) (*Client, error) {
 			}
 			pf := cfg.ProxyFunc()
 			proxy = func(r *http.Request) (*url.URL, error) { return pf(r.URL) }
-			proxyDesc = "HTTPS_PROXY"
 		}
 	}
 
@@ -179,7 +175,6 @@ func New(opts Options) (*Client, error) {
 		hc:        hc,
 		userAgent: "hookgate/" + firstNonEmpty(opts.Version, "devel"),
 		maxBody:   opts.MaxBody,
-		proxyDesc: proxyDesc,
 	}
 	if c.maxBody <= 0 {
 		c.maxBody = DefaultMaxBody
@@ -209,10 +204,6 @@ func New(opts Options) (*Client, error) {
 	c.rc = rc
 	return c, nil
 }
-
-// ProxyDescription says how requests leave: "direct", "HTTPS_PROXY" or the
-// explicit proxy URL with any password redacted.
-func (c *Client) ProxyDescription() string { return c.proxyDesc }
 
 // Close releases idle connections.
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
@@ -395,49 +386,6 @@ func backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Durati
 	}
 	// Full jitter in [d/2, d].
 	return d/2 + rand.N(d/2+1)
-}
-
-// sensitiveHeaderWords are substrings of header names that usually carry a
-// credential.
-var sensitiveHeaderWords = []string{"auth", "token", "secret", "password", "passwd", "cookie", "api-key", "apikey", "api_key", "session", "signature", "credential", "private"}
-
-// LooksLikeCredential reports whether a configured header probably carries
-// a secret. Credentials belong in the gateway's transform, not in
-// hooks.json. The result explains why.
-func LooksLikeCredential(name, value string) (bool, string) {
-	n := strings.ToLower(name)
-	for _, w := range sensitiveHeaderWords {
-		if strings.Contains(n, w) {
-			return true, fmt.Sprintf("header name %q looks like a credential", name)
-		}
-	}
-	if strings.HasSuffix(n, "-key") && n != "idempotency-key" {
-		return true, fmt.Sprintf("header name %q looks like a credential", name)
-	}
-	v := strings.ToLower(strings.TrimSpace(value))
-	for _, p := range []string{"bearer ", "basic ", "token ", "digest "} {
-		if strings.HasPrefix(v, p) {
-			return true, fmt.Sprintf("value of header %q looks like a credential (%q scheme)", name, strings.TrimSpace(p))
-		}
-	}
-	for _, p := range []string{"sk-", "ghp_", "gho_", "github_pat_", "xoxb-", "xoxp-", "akia", "glpat-"} {
-		if strings.HasPrefix(v, p) {
-			return true, fmt.Sprintf("value of header %q looks like an API key", name)
-		}
-	}
-	return false, ""
-}
-
-// ReservedHeader reports whether hooks.json may not set this header: the
-// client sets it, or it would break the request.
-func ReservedHeader(name string) bool {
-	switch http.CanonicalHeaderKey(name) {
-	case "Host", "Content-Type", "Content-Length", "Transfer-Encoding", "Connection",
-		"Te", "Trailer", "Upgrade", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization",
-		"Idempotency-Key", "User-Agent":
-		return true
-	}
-	return false
 }
 
 func parseProxy(s string) (*url.URL, error) {

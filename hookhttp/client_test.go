@@ -297,9 +297,6 @@ func TestThroughProxy(t *testing.T) {
 		proxy, tunnels := connectProxy(t)
 		env := map[string]string{"HTTPS_PROXY": proxy.URL}
 		c := newClient(t, Options{CAFile: ca, Getenv: func(k string) string { return env[k] }})
-		if c.ProxyDescription() != "HTTPS_PROXY" {
-			t.Fatalf("proxy = %s", c.ProxyDescription())
-		}
 		// Go's environment proxy rules never proxy loopback; reach the
 		// target by a name instead.
 		u := strings.Replace(target.URL, "127.0.0.1", "hook.localtest", 1)
@@ -311,27 +308,6 @@ func TestThroughProxy(t *testing.T) {
 		}
 		c.Close()
 	})
-}
-
-func TestLooksLikeCredential(t *testing.T) {
-	for _, tc := range []struct {
-		name, value string
-		want        bool
-	}{
-		{"X-Event-Source", "agent-sandbox", false},
-		{"Idempotency-Key", "x", false},
-		{"Authorization", "Bearer x", true},
-		{"X-Api-Key", "abc", true},
-		{"X-Auth-Token", "abc", true},
-		{"X-Custom", "Bearer abc", true},
-		{"X-Custom", "sk-abc", true},
-		{"Cookie", "a=b", true},
-		{"X-Signing-Key", "k", true},
-	} {
-		if got, _ := LooksLikeCredential(tc.name, tc.value); got != tc.want {
-			t.Errorf("LooksLikeCredential(%q, %q) = %v", tc.name, tc.value, got)
-		}
-	}
 }
 
 func TestNewErrors(t *testing.T) {

@@ -19,7 +19,7 @@ func TestDeps(t *testing.T) {
 	}
 	for _, p := range strings.Fields(string(out)) {
 		switch p {
-		case "github.com/hookgate/hookgate/proxy", "github.com/hookgate/hookgate/sandbox", "github.com/elazarl/goproxy":
+		case "github.com/hookgate/hookgate/proxy", "github.com/hookgate/hookgate/hooks", "github.com/elazarl/goproxy":
 			t.Errorf("hookhttp depends on %s", p)
 		}
 	}

@@ -16,7 +16,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hookgate/hookgate/hookhttp"
-	"github.com/hookgate/hookgate/sandbox"
+	"github.com/hookgate/hookgate/hooks"
+	"github.com/hookgate/hookgate/internal/srcpos"
 )
 
 // maxEventSize bounds the event JSON read from stdin.
@@ -94,7 +95,7 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if kindArg == "" {
 		return fmt.Errorf("%w: hooks run: missing event (pre_tool_execution or post_tool_execution)", errUsage)
 	}
-	kind, err := sandbox.ParseEventKind(kindArg)
+	kind, err := hooks.ParseEventKind(kindArg)
 	if err != nil {
 		return fmt.Errorf("%w: hooks run: %v", errUsage, err)
 	}
@@ -113,23 +114,23 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if len(data) > maxEventSize {
 		return fmt.Errorf("%w: hooks run: event larger than %d bytes", errUsage, maxEventSize)
 	}
-	ev, err := sandbox.ParseEvent(kind, data, *envID)
+	ev, err := hooks.ParseEvent(kind, data, *envID)
 	if err != nil {
 		return fmt.Errorf("%w: hooks run: %v", errUsage, err)
 	}
 
-	hooks, problems, err := sandbox.Load(sandbox.LoadOptions{Workspace: *workspace, Root: *root})
+	loaded, problems, err := hooks.Load(hooks.LoadOptions{Workspace: *workspace, Root: *root})
 	if err != nil {
 		if !*strict {
 			return err
 		}
 		// A file that exists but cannot be read is the worst load error:
 		// strict mode denies on it like on any other.
-		hooks, problems = &sandbox.Hooks{Workspace: *workspace}, []sandbox.Problem{{Severity: sandbox.SeverityError, File: sandbox.HooksFile, Message: err.Error()}}
+		loaded, problems = &hooks.Hooks{Workspace: *workspace}, srcpos.Errors{{Severity: srcpos.SeverityError, File: hooks.HooksFile, Msg: err.Error()}}
 	}
 	for _, p := range problems {
-		if p.Severity != sandbox.SeverityError { // errors: logged by the runner on every run
-			log.Warn().Str("problem", p.String()).Msg("hooks.json")
+		if p.Severity != srcpos.SeverityError { // errors: logged by the runner on every run
+			log.Warn().Str("problem", p.Error()).Msg("hooks.json")
 		}
 	}
 
@@ -139,7 +140,7 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	defer client.Close()
 
-	runner := sandbox.NewRunner(hooks, sandbox.RunnerOptions{Logger: log, HTTP: client, Deadline: *deadline,
+	runner := hooks.NewRunner(loaded, hooks.RunnerOptions{Logger: log, HTTP: client, Deadline: *deadline,
 		LoadProblems: problems, FailClosedOnLoadError: *strict})
 	d := runner.Run(ctx, ev)
 	out, err := json.Marshal(d)
@@ -188,24 +189,24 @@ func runHooksCheck(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: hooks check: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	hooks, problems, err := sandbox.Load(sandbox.LoadOptions{Workspace: *workspace, Root: *root})
+	loaded, problems, err := hooks.Load(hooks.LoadOptions{Workspace: *workspace, Root: *root})
 	if err != nil {
 		return err
 	}
-	printHooks(stdout, hooks)
+	printHooks(stdout, loaded)
 	if len(problems) > 0 {
 		fmt.Fprintf(stdout, "\n%d problem(s):\n", len(problems))
 		for _, p := range problems {
-			fmt.Fprintln(stdout, "  "+p.String())
+			fmt.Fprintln(stdout, "  "+p.Error())
 		}
 	}
-	if sandbox.HasErrors(problems) {
+	if problems.HasErrors() {
 		return &exitError{code: 1}
 	}
 	return nil
 }
 
-func printHooks(w io.Writer, h *sandbox.Hooks) {
+func printHooks(w io.Writer, h *hooks.Hooks) {
 	fmt.Fprintln(w, "looked for (root first):")
 	for _, f := range h.Searched {
 		state := "not found"
@@ -225,7 +226,7 @@ func printHooks(w io.Writer, h *sandbox.Hooks) {
 			state = "disabled"
 		}
 		fmt.Fprintf(w, "\ngroup %q (%s)  %s:%d\n", g.Name, state, g.File, g.Line)
-		for _, kind := range []sandbox.EventKind{sandbox.PreToolExecution, sandbox.PostToolExecution} {
+		for _, kind := range []hooks.EventKind{hooks.PreToolExecution, hooks.PostToolExecution} {
 			for _, r := range g.Rules[kind] {
 				m := fmt.Sprintf("%q", r.Matcher.Pattern())
 				switch {
@@ -243,10 +244,10 @@ func printHooks(w io.Writer, h *sandbox.Hooks) {
 	}
 }
 
-func describeHandler(h *sandbox.Handler) string {
+func describeHandler(h *hooks.Handler) string {
 	var b strings.Builder
 	switch h.Type {
-	case sandbox.HTTPHandler:
+	case hooks.HTTPHandler:
 		fmt.Fprintf(&b, "http POST %s", h.URL)
 		if len(h.Headers) > 0 {
 			// Names only: values stay out of the listing.

@@ -24,8 +24,8 @@ import (
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
 	"github.com/hookgate/hookgate/hookhttp"
+	"github.com/hookgate/hookgate/hooks"
 	"github.com/hookgate/hookgate/proxy"
-	"github.com/hookgate/hookgate/sandbox"
 	"github.com/hookgate/hookgate/transform"
 )
 
@@ -195,8 +195,8 @@ func BenchmarkHTTPHookThroughGateway(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(root, ".agents", "hooks.json"), []byte(hg.auditHooks("post_tool_execution")), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	hooks, problems, err := sandbox.Load(sandbox.LoadOptions{Workspace: ws, Root: root})
-	if err != nil || sandbox.HasErrors(problems) {
+	loaded, problems, err := hooks.Load(hooks.LoadOptions{Workspace: ws, Root: root})
+	if err != nil || problems.HasErrors() {
 		b.Fatalf("load: %v %v", err, problems)
 	}
 	client, err := hookhttp.New(hookhttp.Options{Proxy: hg.proxyURL, CAFile: hg.caFile})
@@ -204,8 +204,8 @@ func BenchmarkHTTPHookThroughGateway(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer client.Close()
-	runner := sandbox.NewRunner(hooks, sandbox.RunnerOptions{HTTP: client})
-	ev, err := sandbox.ParseEvent(sandbox.EventKind("post_tool_execution"),
+	runner := hooks.NewRunner(loaded, hooks.RunnerOptions{HTTP: client})
+	ev, err := hooks.ParseEvent(hooks.EventKind("post_tool_execution"),
 		[]byte(`{"tool_call": {"name": "write_file", "args": {"path": "a.txt"}}}`), "env_bench")
 	if err != nil {
 		b.Fatal(err)
@@ -216,7 +216,7 @@ func BenchmarkHTTPHookThroughGateway(b *testing.B) {
 		start := time.Now()
 		d := runner.Run(context.Background(), ev)
 		lat = append(lat, time.Since(start))
-		if len(d.Results) != 1 || d.Results[0].Outcome != sandbox.OutcomeAllow {
+		if len(d.Results) != 1 || d.Results[0].Outcome != hooks.OutcomeAllow {
 			b.Fatalf("hook result: %+v", d.Results)
 		}
 	}

@@ -1,4 +1,4 @@
-package sandbox
+package hooks
 
 import (
 	"encoding/json"
@@ -63,7 +63,7 @@ func TestReferenceExamples(t *testing.T) {
 	e := newEnv(t)
 	installExamples(t, e.root, srv.URL)
 	h, problems := e.load(t)
-	if HasErrors(problems) {
+	if problems.HasErrors() {
 		t.Fatalf("example hooks.json has problems: %v", problems)
 	}
 	if len(h.Groups) != 4 {

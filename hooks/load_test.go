@@ -1,4 +1,4 @@
-package sandbox
+package hooks
 
 import (
 	"path/filepath"
@@ -58,7 +58,7 @@ func TestLoadProblems(t *testing.T) {
 				if p.File != file {
 					t.Errorf("problem file = %q", p.File)
 				}
-				got = append(got, strings.TrimPrefix(p.String(), file))
+				got = append(got, strings.TrimPrefix(p.Error(), file))
 			}
 			i := 0
 			for _, g := range got {

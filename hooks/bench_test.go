@@ -1,4 +1,4 @@
-package sandbox
+package hooks
 
 import (
 	"fmt"
@@ -66,7 +66,7 @@ func hundredGroups(b *testing.B, pattern func(i int) string) *Runner {
 	}
 	sb.WriteString("}")
 	groups, ps := compileFile("bench.json", []byte(sb.String()))
-	if HasErrors(ps) {
+	if ps.HasErrors() {
 		b.Fatal(ps)
 	}
 	return NewRunner(&Hooks{Groups: groups}, RunnerOptions{})

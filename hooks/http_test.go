@@ -1,4 +1,4 @@
-package sandbox
+package hooks
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 func httpHook(url, extra string) string {
@@ -117,9 +116,8 @@ func TestHTTPRetrySameIdempotencyKey(t *testing.T) {
 	e.writeWS(t, `{"a": {"pre_tool_execution": [{"matcher": "*", "hooks": [`+httpHook(srv.URL, `, "timeout": 5`)+`]}]},
 		"b": {"pre_tool_execution": [{"matcher": "*", "hooks": [`+httpHook(srv.URL, `, "timeout": 5`)+`]}]}}`)
 	r, _ := e.runner(t, RunnerOptions{HTTP: httpClient(t, ca)})
-	start := time.Now()
 	d := r.Run(ctxT(t), event(t, PreToolExecution, "x", `{}`))
-	if d.Reason != "third attempt; third attempt" || time.Since(start) > 4*time.Second {
+	if d.Reason != "third attempt; third attempt" {
 		t.Fatalf("decision = %+v", d)
 	}
 	mu.Lock()

@@ -1,4 +1,4 @@
-package sandbox
+package hooks
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hookgate/hookgate/hookhttp"
+	"github.com/hookgate/hookgate/internal/srcpos"
 )
 
 // DefaultKillGrace is how long a timed-out command's process group has
@@ -57,7 +58,7 @@ type RunnerOptions struct {
 	// LoadProblems are what Load reported. Every Run logs each error among
 	// them as a line of its own (outcome load-error, at error level), so a
 	// hooks.json that did not load never passes silently. If nil, none.
-	LoadProblems []Problem
+	LoadProblems srcpos.Errors
 	// FailClosedOnLoadError makes a pre event deny when LoadProblems hold an
 	// error: the hooks that were meant to run may be missing. If false, such
 	// a run allows (fail-open), as a failed handler does by default.
@@ -74,6 +75,8 @@ type Runner struct {
 	matchCount atomic.Int32
 }
 
+// maxCachedTools bounds the match cache: tool names come from the agent,
+// so a runaway agent cannot grow it without limit.
 const maxCachedTools = 1024
 
 type matchKey struct {
@@ -108,7 +111,7 @@ type Result struct {
 	Duration time.Duration
 }
 
-// Matching returns the rules of enabled groups that apply to tool for this
+// matching returns the rules of enabled groups that apply to tool for this
 // event kind, in run order. The answer is cached per (kind, tool).
 func (r *Runner) matching(kind EventKind, tool string) []match {
 	key := matchKey{kind, tool}
@@ -203,15 +206,15 @@ func (r *Runner) logLoadErrors(log zerolog.Logger, kind EventKind) []string {
 	var first string
 	count := 0
 	for _, p := range r.opts.LoadProblems {
-		if p.Severity != SeverityError {
+		if p.Severity != srcpos.SeverityError {
 			continue
 		}
 		if count == 0 {
-			first = p.String()
+			first = p.Error()
 		}
 		count++
 		log.Error().Str(fieldOutcome, string(OutcomeLoadError)).Str(fieldEffect, effect).
-			Str(fieldSource, fmt.Sprintf("%s:%d", p.File, p.Line)).Str(fieldDetail, p.String()).Msg("hooks.json")
+			Str(fieldSource, fmt.Sprintf("%s:%d", p.File, p.Line)).Str(fieldDetail, p.Error()).Msg("hooks.json")
 	}
 	if count == 0 || effect != "fail-closed" {
 		return nil
@@ -248,10 +251,8 @@ func (r *Runner) logResult(log zerolog.Logger, res Result, effect string) {
 func (r *Runner) runHandler(ctx context.Context, ev Event, g *Group, h *Handler, idemKey string) Result {
 	res := Result{Group: g.Name, Handler: h}
 	start := time.Now()
-	defer func() { res.Duration = time.Since(start) }()
 	if err := ctx.Err(); err != nil {
 		res.Outcome, res.Detail = OutcomeTimeout, "not run: "+ctxCause(err)
-		res.Duration = 0
 		return res
 	}
 	if h.Invalid != "" {

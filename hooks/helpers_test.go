@@ -1,4 +1,4 @@
-package sandbox
+package hooks
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hookgate/hookgate/hookhttp"
+	"github.com/hookgate/hookgate/internal/srcpos"
 )
 
 func TestMain(m *testing.M) {
@@ -89,7 +90,7 @@ func (e env) writeWS(t *testing.T, content string) {
 	writeFile(t, filepath.Join(e.ws, HooksFile), content)
 }
 
-func (e env) load(t *testing.T) (*Hooks, []Problem) {
+func (e env) load(t *testing.T) (*Hooks, srcpos.Errors) {
 	t.Helper()
 	h, ps, err := Load(LoadOptions{Workspace: e.ws, Root: e.root})
 	if err != nil {

@@ -1,4 +1,4 @@
-package sandbox
+package hooks
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookgate/hookgate/hookhttp"
+	"github.com/hookgate/hookgate/internal/srcpos"
 )
 
 // HooksFile is where hooks.json lives, relative to the workspace and to the
@@ -33,55 +33,6 @@ type LoadOptions struct {
 	// Root stands for "/": Root/.agents/hooks.json is the authoritative
 	// file (a read-only mount). If empty, "/".
 	Root string
-}
-
-// Severity of a Problem.
-type Severity string
-
-const (
-	SeverityError   Severity = "error"
-	SeverityWarning Severity = "warning"
-)
-
-// Problem is something wrong in a hooks.json file, with its position.
-type Problem struct {
-	Severity Severity
-	File     string
-	Line     int    // 1-based; 0 when the problem is about the whole file
-	Column   int    // 1-based; 0 when unknown
-	Field    string // path of the field, e.g. security-gate.pre_tool_execution[0].matcher
-	Message  string
-	Hint     string // a suggested fix, if any
-}
-
-func (p Problem) String() string {
-	var b strings.Builder
-	b.WriteString(p.File)
-	if p.Line > 0 {
-		fmt.Fprintf(&b, ":%d", p.Line)
-		if p.Column > 0 {
-			fmt.Fprintf(&b, ":%d", p.Column)
-		}
-	}
-	fmt.Fprintf(&b, ": %s: ", p.Severity)
-	if p.Field != "" {
-		b.WriteString(p.Field + ": ")
-	}
-	b.WriteString(p.Message)
-	if p.Hint != "" {
-		b.WriteString(" (hint: " + p.Hint + ")")
-	}
-	return b.String()
-}
-
-// HasErrors reports whether any problem is an error (not a warning).
-func HasErrors(ps []Problem) bool {
-	for _, p := range ps {
-		if p.Severity == SeverityError {
-			return true
-		}
-	}
-	return false
 }
 
 // HandlerType is "command" or "http".
@@ -155,7 +106,7 @@ func (h *Handler) Name() string {
 // in the files are returned, not fatal: what can be used is used (an
 // invalid matcher matches nothing, an invalid handler fails when run). The
 // error is non-nil only when a file exists but cannot be read.
-func Load(opts LoadOptions) (*Hooks, []Problem, error) {
+func Load(opts LoadOptions) (*Hooks, srcpos.Errors, error) {
 	ws := opts.Workspace
 	if ws == "" {
 		wd, err := os.Getwd()
@@ -177,17 +128,17 @@ func Load(opts LoadOptions) (*Hooks, []Problem, error) {
 	}
 
 	h := &Hooks{Workspace: ws}
-	var problems []Problem
+	var problems srcpos.Errors
 	rootNames := map[string]bool{}
 
 	rootFile := filepath.Join(root, HooksFile)
 	wsFile := filepath.Join(ws, HooksFile)
 	h.Searched = []string{rootFile, wsFile}
 	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
-		problems = append(problems, Problem{
-			Severity: SeverityWarning, File: rootFile,
-			Message: fmt.Sprintf("the root directory %s does not exist, so no root hooks.json is loaded", root),
-			Hint:    "check --root (the directory standing for /, whose .agents/hooks.json is authoritative)",
+		problems = append(problems, &srcpos.Error{
+			Severity: srcpos.SeverityWarning, File: rootFile,
+			Msg:  fmt.Sprintf("the root directory %s does not exist, so no root hooks.json is loaded", root),
+			Hint: "check --root (the directory standing for /, whose .agents/hooks.json is authoritative)",
 		})
 	}
 	rootInfo, rerr := os.Stat(rootFile)
@@ -214,10 +165,10 @@ func Load(opts LoadOptions) (*Hooks, []Problem, error) {
 		problems = append(problems, ps...)
 		for _, g := range groups {
 			if !f.isRoot && rootNames[g.Name] {
-				problems = append(problems, Problem{
-					Severity: SeverityWarning, File: f.path, Line: g.Line, Field: g.Name,
-					Message: fmt.Sprintf("group %q is defined in %s, which wins; this one is ignored", g.Name, rootFile),
-					Hint:    "rename the group to add hooks; the root file's groups cannot be replaced or disabled from the workspace",
+				problems = append(problems, &srcpos.Error{
+					Severity: srcpos.SeverityWarning, File: f.path, Line: g.Line, Field: g.Name,
+					Msg:  fmt.Sprintf("group %q is defined in %s, which wins; this one is ignored", g.Name, rootFile),
+					Hint: "rename the group to add hooks; the root file's groups cannot be replaced or disabled from the workspace",
 				})
 				continue
 			}
@@ -234,19 +185,19 @@ func Load(opts LoadOptions) (*Hooks, []Problem, error) {
 type fileCompiler struct {
 	path     string
 	data     []byte
-	problems []Problem
+	problems srcpos.Errors
 }
 
-func (c *fileCompiler) problem(sev Severity, off int64, field, msg, hint string) {
+func (c *fileCompiler) problem(sev srcpos.Severity, off int64, field, msg, hint string) {
 	line, col := lineCol(c.data, off)
-	c.problems = append(c.problems, Problem{Severity: sev, File: c.path, Line: line, Column: col, Field: field, Message: msg, Hint: hint})
+	c.problems = append(c.problems, &srcpos.Error{Severity: sev, File: c.path, Line: line, Column: col, Field: field, Msg: msg, Hint: hint})
 }
 
 func (c *fileCompiler) errorf(off int64, field, format string, args ...any) {
-	c.problem(SeverityError, off, field, fmt.Sprintf(format, args...), "")
+	c.problem(srcpos.SeverityError, off, field, fmt.Sprintf(format, args...), "")
 }
 
-func compileFile(path string, data []byte) ([]*Group, []Problem) {
+func compileFile(path string, data []byte) ([]*Group, srcpos.Errors) {
 	c := &fileCompiler{path: path, data: data}
 	root, err := parseJSON(data)
 	if err != nil {
@@ -255,7 +206,7 @@ func compileFile(path string, data []byte) ([]*Group, []Problem) {
 		if errors.As(err, &pe) {
 			off = pe.off
 		}
-		c.problem(SeverityError, off, "", err.Error()+"; the whole file is ignored", "")
+		c.problem(srcpos.SeverityError, off, "", err.Error()+"; the whole file is ignored", "")
 		return nil, c.problems
 	}
 	if root.kind != kindObject {
@@ -277,16 +228,20 @@ func compileFile(path string, data []byte) ([]*Group, []Problem) {
 	return groups, c.problems
 }
 
-// groupFieldHints maps field names of other hook formats to ours.
-var groupFieldHints = map[string]string{
-	"pretooluse":          `this file uses hook groups; write "pre_tool_execution"`,
-	"posttooluse":         `this file uses hook groups; write "post_tool_execution"`,
-	"pre_tool_use":        `write "pre_tool_execution"`,
-	"post_tool_use":       `write "post_tool_execution"`,
-	"pretoolexecution":    `write "pre_tool_execution"`,
-	"posttoolexecution":   `write "post_tool_execution"`,
-	"pre-tool-execution":  `write "pre_tool_execution"`,
-	"post-tool-execution": `write "post_tool_execution"`,
+// groupFieldHint points a field name of another hook format (or a
+// near-miss spelling of ours) at our event names; "" when it has none.
+func groupFieldHint(key string) string {
+	switch strings.ToLower(key) {
+	case "pretooluse":
+		return `this file uses hook groups; write "pre_tool_execution"`
+	case "posttooluse":
+		return `this file uses hook groups; write "post_tool_execution"`
+	case "pre_tool_use", "pretoolexecution", "pre-tool-execution":
+		return `write "pre_tool_execution"`
+	case "post_tool_use", "posttoolexecution", "post-tool-execution":
+		return `write "post_tool_execution"`
+	}
+	return ""
 }
 
 func (c *fileCompiler) group(m member) *Group {
@@ -301,7 +256,7 @@ func (c *fileCompiler) group(m member) *Group {
 		if name == "hooks" {
 			hint = `this looks like another tool's hooks format; hooks.json here maps group names to {"pre_tool_execution": [...], "post_tool_execution": [...]}`
 		}
-		c.problem(SeverityError, m.val.off, name, fmt.Sprintf("a group must be an object, not %s; group ignored", m.val.kind), hint)
+		c.problem(srcpos.SeverityError, m.val.off, name, fmt.Sprintf("a group must be an object, not %s; group ignored", m.val.kind), hint)
 		return nil
 	}
 	seen := map[string]bool{}
@@ -322,15 +277,15 @@ func (c *fileCompiler) group(m member) *Group {
 		case string(PreToolExecution), string(PostToolExecution):
 			g.Rules[EventKind(f.key)] = c.rules(field, f.val)
 		default:
-			hint := groupFieldHints[strings.ToLower(f.key)]
+			hint := groupFieldHint(f.key)
 			if hint == "" {
 				hint = suggest(f.key, "enabled", string(PreToolExecution), string(PostToolExecution))
 			}
-			c.problem(SeverityError, f.keyOff, field, "unknown field", hint)
+			c.problem(srcpos.SeverityError, f.keyOff, field, "unknown field", hint)
 		}
 	}
 	if len(g.Rules) == 0 {
-		c.problem(SeverityWarning, m.keyOff, name, "group has no pre_tool_execution or post_tool_execution hooks", "")
+		c.problem(srcpos.SeverityWarning, m.keyOff, name, "group has no pre_tool_execution or post_tool_execution hooks", "")
 	}
 	return g
 }
@@ -366,11 +321,11 @@ func (c *fileCompiler) rules(field string, n *node) []*Rule {
 				}
 				r.Matcher = compileMatcher(f.val.str)
 				if err := r.Matcher.Err(); err != nil {
-					c.problem(SeverityError, f.val.off, ff,
+					c.problem(srcpos.SeverityError, f.val.off, ff,
 						fmt.Sprintf("invalid RE2 pattern %q: %s; this rule matches nothing", f.val.str, strings.TrimPrefix(err.Error(), "error parsing regexp: ")),
 						matcherHint(f.val.str, err))
 				} else if hint := matcherHint(f.val.str, nil); hint != "" {
-					c.problem(SeverityWarning, f.val.off, ff, fmt.Sprintf("pattern %q is RE2, not a glob", f.val.str), hint)
+					c.problem(srcpos.SeverityWarning, f.val.off, ff, fmt.Sprintf("pattern %q is RE2, not a glob", f.val.str), hint)
 				}
 			case "hooks":
 				if hasHooks {
@@ -388,14 +343,14 @@ func (c *fileCompiler) rules(field string, n *node) []*Rule {
 					}
 				}
 			default:
-				c.problem(SeverityError, f.keyOff, ff, "unknown field", suggest(f.key, "matcher", "hooks"))
+				c.problem(srcpos.SeverityError, f.keyOff, ff, "unknown field", suggest(f.key, "matcher", "hooks"))
 			}
 		}
 		if !hasMatcher {
-			c.problem(SeverityWarning, rn.off, rf, `no "matcher": the rule matches every tool`, `write "matcher": "*" to say so`)
+			c.problem(srcpos.SeverityWarning, rn.off, rf, `no "matcher": the rule matches every tool`, `write "matcher": "*" to say so`)
 		}
 		if !hasHooks || len(r.Handlers) == 0 {
-			c.problem(SeverityWarning, rn.off, rf, "rule has no handlers", "")
+			c.problem(srcpos.SeverityWarning, rn.off, rf, "rule has no handlers", "")
 		}
 		rules = append(rules, r)
 	}
@@ -427,7 +382,7 @@ func (c *fileCompiler) handler(field string, n *node) *Handler {
 		case f.val.str == "command" || f.val.str == "http":
 			h.Type = HandlerType(f.val.str)
 		default:
-			c.problem(SeverityError, f.val.off, field+".type", fmt.Sprintf(`unknown handler type %q`, f.val.str), suggest(f.val.str, "command", "http"))
+			c.problem(srcpos.SeverityError, f.val.off, field+".type", fmt.Sprintf(`unknown handler type %q`, f.val.str), suggest(f.val.str, "command", "http"))
 			invalid = append(invalid, fmt.Sprintf("unknown handler type %q", f.val.str))
 		}
 	}
@@ -450,7 +405,7 @@ func (c *fileCompiler) handler(field string, n *node) *Handler {
 			case f.key == "command":
 				hint = `"command" belongs to "type": "command" handlers`
 			}
-			c.problem(SeverityError, f.keyOff, ff, "unknown field", hint)
+			c.problem(srcpos.SeverityError, f.keyOff, ff, "unknown field", hint)
 			continue
 		}
 		switch f.key {
@@ -469,7 +424,7 @@ func (c *fileCompiler) handler(field string, n *node) *Handler {
 			}
 			h.URL = f.val.str
 			if msg, hint := checkHookURL(f.val.str); msg != "" {
-				c.problem(SeverityError, f.val.off, ff, msg, hint)
+				c.problem(srcpos.SeverityError, f.val.off, ff, msg, hint)
 				invalid = append(invalid, msg)
 			}
 		case "headers":
@@ -487,7 +442,7 @@ func (c *fileCompiler) handler(field string, n *node) *Handler {
 			default:
 				// Someone asked for a non-default failure mode and misspelt
 				// it: fail closed rather than silently open.
-				c.problem(SeverityError, f.val.off, ff, `must be "allow" or "deny"; treated as "deny"`, "")
+				c.problem(srcpos.SeverityError, f.val.off, ff, `must be "allow" or "deny"; treated as "deny"`, "")
 				h.FailDeny = true
 			}
 		}
@@ -512,7 +467,7 @@ func (c *fileCompiler) handler(field string, n *node) *Handler {
 
 func (c *fileCompiler) timeout(field string, n *node) (time.Duration, bool) {
 	if n.kind != kindNumber {
-		c.problem(SeverityError, n.off, field, fmt.Sprintf("must be a number of seconds, not %s; using the default %v", n.kind, DefaultTimeout), "")
+		c.problem(srcpos.SeverityError, n.off, field, fmt.Sprintf("must be a number of seconds, not %s; using the default %v", n.kind, DefaultTimeout), "")
 		return 0, false
 	}
 	s, err := n.num.Float64()
@@ -551,30 +506,17 @@ func (c *fileCompiler) headers(field string, n *node) map[string]string {
 			c.errorf(m.val.off, hf, "header value contains a line break or NUL")
 			continue
 		}
-		if hookhttp.ReservedHeader(m.key) {
-			c.problem(SeverityError, m.keyOff, hf, "header is set by the hook runtime and cannot be configured; ignored", "")
+		if reservedHeader(m.key) {
+			c.problem(srcpos.SeverityError, m.keyOff, hf, "header is set by the hook runtime and cannot be configured; ignored", "")
 			continue
 		}
-		if bad, why := hookhttp.LooksLikeCredential(m.key, m.val.str); bad {
-			c.problem(SeverityWarning, m.keyOff, hf, why+"; hooks.json headers are for non-secret values",
+		if bad, why := looksLikeCredential(m.key, m.val.str); bad {
+			c.problem(srcpos.SeverityWarning, m.keyOff, hf, why+"; hooks.json headers are for non-secret values",
 				`put credentials in the gateway's network.allowlist[].transform, which injects them outside the sandbox`)
 		}
 		out[m.key] = m.val.str
 	}
 	return out
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // checkHookURL returns a problem message and hint when u cannot be used.
