@@ -139,31 +139,45 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return &exitError{code: 127, msg: fmt.Sprintf("sandbox exec: %v", err)}
 	}
 
-	sb, err := startSandbox(gatewayOptions{configFile: *configFile, upstreamCA: *upstreamCA, exempt: exempt}, cfg, logger)
+	c := &sandbox.Command{
+		Path: path, Args: argv, Dir: dir, User: who,
+		Stdin: stdin, Stdout: stdout, Stderr: stderr,
+		Grace: *grace, Logger: logger,
+	}
+	return runInSandbox(ctx, c, gatewayOptions{configFile: *configFile, upstreamCA: *upstreamCA, exempt: exempt}, cfg)
+}
+
+// runInSandbox starts the gateway in a new sandbox namespace, runs c there
+// with its environment made from ours, and stops the gateway when c ends.
+// An exit status other than 0 is an *exitError.
+func runInSandbox(ctx context.Context, c *sandbox.Command, o gatewayOptions, cfg *config.Config) error {
+	sb, err := startSandbox(o, cfg, c.Logger)
 	if err != nil {
 		return sandboxError(err)
 	}
 	defer sb.close()
-	c := &sandbox.Command{
-		Path: path, Args: argv, Dir: dir, User: who,
-		Env:   sandbox.CommandEnv(os.Environ(), configTransforms(cfg), sb.bundle),
-		Stdin: stdin, Stdout: stdout, Stderr: stderr,
-		Grace: *grace, Logger: logger,
+	var bundle string
+	if cfg.CACertFile != "" {
+		if bundle, err = sandbox.WriteCABundle(cfg.CACertFile); err != nil {
+			return fmt.Errorf("sandbox exec: %w", err)
+		}
+		defer os.Remove(bundle)
 	}
+	c.Env = sandbox.CommandEnv(os.Environ(), configTransforms(cfg), bundle)
 	if err := c.Start(sb.ns); err != nil {
-		return &exitError{code: 127, msg: fmt.Sprintf("sandbox exec: starting %s: %v", argv[0], err)}
+		return &exitError{code: 127, msg: fmt.Sprintf("sandbox exec: starting %s: %v", c.Args[0], err)}
 	}
-	logger.Info().Int("pid", c.Pid()).Str("command", argv[0]).
-		Str("user", who.String()).Str("user_from", who.Source).
+	c.Logger.Info().Int("pid", c.Pid()).Str("command", c.Args[0]).
+		Str("user", c.User.String()).Str("user_from", c.User.Source).
 		Uint64("netns_inode", sb.nsInode).
 		Str("transparent", sb.tcpLn.Addr().String()).Int("dns_port", sandboxDNSPort).
 		Str("config", cfg.File).Str("version", gatewayVersion()).
 		Msg("sandbox ready")
 
 	code := c.Wait(ctx)
-	logger.Info().Int("pid", c.Pid()).Int("status", code).Msg("sandbox command ended")
+	c.Logger.Info().Int("pid", c.Pid()).Int("status", code).Msg("sandbox command ended")
 	if err := sb.stop(); err != nil {
-		logger.Warn().Err(err).Msg("stopping the sandbox's servers")
+		c.Logger.Warn().Err(err).Msg("stopping the sandbox's servers")
 	}
 	if code != 0 {
 		return &exitError{code: code}
@@ -240,7 +254,6 @@ type runningSandbox struct {
 	tcpLn   net.Listener
 	proxy   *proxy.Server
 	dns     *dnsserver.Server
-	bundle  string // temporary CA bundle file; "" when there is no CA
 
 	wg       sync.WaitGroup
 	stopOnce sync.Once
@@ -294,11 +307,6 @@ func startSandbox(o gatewayOptions, cfg *config.Config, logger zerolog.Logger) (
 		return nil, err
 	}
 	r.proxy, r.dns = g.proxy, g.dns
-	if cfg.CACertFile != "" {
-		if r.bundle, err = sandbox.WriteCABundle(cfg.CACertFile); err != nil {
-			return nil, err
-		}
-	}
 	// The namespace's loopback is the sandbox's own: TCP to it stays there,
 	// except to the loopback upstreams a test exempts (--test-allow-upstream),
 	// which are the gateway's.
@@ -357,7 +365,7 @@ func (r *runningSandbox) stop() error {
 }
 
 // close stops everything and removes what was made: servers, listeners,
-// the namespace reference, the CA bundle. Safe to call more than once.
+// the namespace reference. Safe to call more than once.
 func (r *runningSandbox) close() {
 	_ = r.stop()
 	for _, c := range r.closers {
@@ -366,10 +374,6 @@ func (r *runningSandbox) close() {
 	r.closers = nil
 	if r.ns != nil {
 		_ = r.ns.Close()
-	}
-	if r.bundle != "" {
-		_ = os.Remove(r.bundle)
-		r.bundle = ""
 	}
 }
 
