@@ -4,9 +4,9 @@ package sandbox
 //
 // Command.Start does not start the command itself. It re-executes its own
 // binary (/proc/self/exe) as the hidden subcommand `gateway sandbox
-// __init` (see IsInit and RunInit), in the sandbox's network namespace and in a new
-// PID and mount namespace (CLONE_NEWPID|CLONE_NEWNS). That process, PID 1
-// of the new PID namespace and still root:
+// __init` (see IsInit and RunInit), in the sandbox's network namespace and
+// in new PID and mount namespaces (CLONE_NEWPID|CLONE_NEWNS). That
+// process, PID 1 of the new PID namespace and still root:
 //
 //  1. makes every mount a slave of the host's (nothing it mounts goes back)
 //     and mounts a fresh /proc, which shows only the sandbox's processes:
@@ -19,7 +19,7 @@ package sandbox
 //     and installs a seccomp filter that refuses the ioctls that push
 //     input into a terminal (TIOCSTI, TIOCLINUX);
 //  3. forks the command from that thread with setgroups([]), setgid and
-//     setuid to the chosen user (os/exec's Credential, in the child, before
+//     setuid to the chosen user (syscall.Credential, in the child, before
 //     exec), so that the command starts with every capability set empty
 //     and no_new_privs, and cannot gain privileges through setuid binaries
 //     or file capabilities;

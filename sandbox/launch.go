@@ -114,7 +114,8 @@ func (c *Command) Start(ns *netns.Sandbox) error {
 	return nil
 }
 
-// Pid is the process id of the command's init (in our PID namespace).
+// Pid is the process id of the command's init (in our PID namespace), once
+// Start has succeeded.
 func (c *Command) Pid() int { return c.cmd.Process.Pid }
 
 // Wait waits for the command to end, forwarding SIGINT, SIGTERM and SIGHUP
