@@ -39,6 +39,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -119,7 +120,7 @@ func (e *SpecError) Unwrap() error { return e.Err }
 func Compile(specs []HeaderSpec, opts Options) (*Rules, error) {
 	r := &Rules{refs: make(map[string]string, len(specs))}
 	seen := make(map[string]int, len(specs))
-	var secrets []string
+	var secrets, envNames []string
 	for i, sp := range specs {
 		fail := func(field string, err error) (*Rules, error) {
 			return nil, &SpecError{Index: i, Name: sp.Name, Line: sp.Line, Field: field, Err: err}
@@ -136,17 +137,20 @@ func Compile(specs []HeaderSpec, opts Options) (*Rules, error) {
 			return fail("name", fmt.Errorf("%w: %q is already set by %q", ErrDuplicate, sp.Name, specs[j].Name))
 		}
 		seen[key] = i
-		value, parts, err := resolve(sp.Value, opts)
+		res, err := resolve(sp.Value, opts)
 		if err != nil {
 			return fail("value", err)
 		}
-		r.headers = append(r.headers, header{name: name, value: newSecret(value)})
+		r.headers = append(r.headers, header{name: name, value: newSecret(res.value)})
 		r.refs[name] = sp.Value
-		if len(parts) > 0 {
-			secrets = append(secrets, parts...)
-			secrets = append(secrets, value)
+		if len(res.parts) > 0 {
+			secrets = append(secrets, res.parts...)
+			secrets = append(secrets, res.value)
 		}
+		envNames = append(envNames, res.envNames...)
 	}
+	sort.Strings(envNames)
+	r.envNames = slices.Compact(envNames)
 	sort.Slice(r.headers, func(a, b int) bool { return r.headers[a].name < r.headers[b].name })
 	for _, h := range r.headers {
 		r.names = append(r.names, h.name)
@@ -188,9 +192,17 @@ func isTokenChar(c byte) bool {
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
-// resolve expands the references of a value as written. It returns the
-// whole value and the resolved parts (the secrets).
-func resolve(written string, opts Options) (value string, parts []string, err error) {
+// resolution is a value as resolved: the whole value, the resolved parts
+// (the secrets), and the names of the environment variables read.
+type resolution struct {
+	value    string
+	parts    []string
+	envNames []string
+}
+
+// resolve expands the references of a value as written.
+func resolve(written string, opts Options) (resolution, error) {
+	var res resolution
 	var b strings.Builder
 	for i := 0; i < len(written); {
 		c := written[i]
@@ -212,34 +224,38 @@ func resolve(written string, opts Options) (value string, parts []string, err er
 		}
 		end := strings.IndexByte(written[i+2:], '}')
 		if end < 0 {
-			return "", nil, fmt.Errorf(`%w: unterminated "${" at byte %d (write "$$" for a literal "$")`, ErrSyntax, i)
+			return resolution{}, fmt.Errorf(`%w: unterminated "${" at byte %d (write "$$" for a literal "$")`, ErrSyntax, i)
 		}
 		ref := written[i : i+2+end+1]
-		part, err := resolveRef(ref, written[i+2:i+2+end], opts)
+		body := written[i+2 : i+2+end]
+		part, err := resolveRef(ref, body, opts)
 		if err != nil {
-			return "", nil, err
+			return resolution{}, err
 		}
 		b.WriteString(part)
-		parts = append(parts, part)
+		res.parts = append(res.parts, part)
+		if name, ok := strings.CutPrefix(body, "env:"); ok {
+			res.envNames = append(res.envNames, name)
+		}
 		i += len(ref)
 		if b.Len() > MaxValueLen {
 			break
 		}
 	}
-	value = b.String()
+	res.value = b.String()
 	switch {
-	case value == "":
-		return "", nil, fmt.Errorf("%w: a transform sets a header; an empty value is not allowed", ErrEmpty)
-	case len(value) > MaxValueLen:
-		return "", nil, fmt.Errorf("%w: longer than %d bytes once resolved", ErrInvalidValue, MaxValueLen)
+	case res.value == "":
+		return resolution{}, fmt.Errorf("%w: a transform sets a header; an empty value is not allowed", ErrEmpty)
+	case len(res.value) > MaxValueLen:
+		return resolution{}, fmt.Errorf("%w: longer than %d bytes once resolved", ErrInvalidValue, MaxValueLen)
 	}
-	if i := indexCTL(value); i >= 0 {
-		if len(parts) == 0 {
-			return "", nil, fmt.Errorf("%w: contains a control character", ErrInvalidValue)
+	if i := indexCTL(res.value); i >= 0 {
+		if len(res.parts) == 0 {
+			return resolution{}, fmt.Errorf("%w: contains a control character", ErrInvalidValue)
 		}
-		return "", nil, fmt.Errorf("%w: contains a control character once resolved (check the referenced secret for embedded newlines)", ErrInvalidValue)
+		return resolution{}, fmt.Errorf("%w: contains a control character once resolved (check the referenced secret for embedded newlines)", ErrInvalidValue)
 	}
-	return value, parts, nil
+	return res, nil
 }
 
 // resolveRef resolves one ${scheme:arg}; ref is the whole reference, body

@@ -275,3 +275,40 @@ func TestRulesAccessors(t *testing.T) {
 		t.Error("empty Rules")
 	}
 }
+
+// TestEnvNames: the variables a transform reads secrets from, as the
+// resolver sees them: "$$" is a literal "$", so "$${env:X}" is text and
+// "$$${env:X}" is a "$" followed by a reference.
+func TestEnvNames(t *testing.T) {
+	for _, c := range []struct {
+		values []string
+		want   []string
+	}{
+		{[]string{"${env:TOKEN}"}, []string{"TOKEN"}},
+		{[]string{"Bearer ${env:TOKEN}", "${env:USER}:${env:TOKEN}"}, []string{"TOKEN", "USER"}},
+		{[]string{"$${env:TOKEN}"}, nil},
+		{[]string{"$$${env:TOKEN}"}, []string{"TOKEN"}},
+		{[]string{"$$$${env:TOKEN}"}, nil},
+		{[]string{"a$b ${file:/run/secrets/token}"}, nil},
+		{[]string{"${file:/run/secrets/token}", "$x${env:USER}"}, []string{"USER"}},
+		{[]string{"application/json"}, nil},
+	} {
+		specs := make([]HeaderSpec, len(c.values))
+		for i, v := range c.values {
+			specs[i] = HeaderSpec{Name: "X-H" + strings.Repeat("x", i), Value: v}
+		}
+		r := mustCompile(t, specs)
+		if got := r.EnvNames(); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%q: EnvNames = %q, want %q", c.values, got, c.want)
+		}
+	}
+	r := mustCompile(t, []HeaderSpec{{Name: "X-A", Value: "${env:TOKEN}"}})
+	r.EnvNames()[0] = "mutated"
+	if r.EnvNames()[0] != "TOKEN" {
+		t.Error("EnvNames returns an alias")
+	}
+	var nilRules *Rules
+	if nilRules.EnvNames() != nil {
+		t.Error("nil Rules: EnvNames")
+	}
+}

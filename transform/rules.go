@@ -20,6 +20,7 @@ type Rules struct {
 	names    []string
 	refs     map[string]string // canonical name → value as written
 	secrets  []Secret
+	envNames []string // sorted, distinct
 	scrubber *Scrubber
 }
 
@@ -58,6 +59,17 @@ func (r *Rules) Secrets() []Secret {
 		return nil
 	}
 	return append([]Secret(nil), r.secrets...)
+}
+
+// EnvNames returns the names of the environment variables r's secrets come
+// from (each ${env:NAME} reference; "$${env:NAME}" is literal text, not a
+// reference), sorted and distinct: what must not reach a process that may
+// not see the secrets. The caller may modify the slice.
+func (r *Rules) EnvNames() []string {
+	if r == nil || len(r.envNames) == 0 {
+		return nil
+	}
+	return append([]string(nil), r.envNames...)
 }
 
 // Scrubber returns the scrubber for r's secrets, built once by Compile; nil

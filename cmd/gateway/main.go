@@ -10,9 +10,15 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/hookgate/hookgate/sandbox"
 )
 
 func main() {
+	// sandbox exec re-executes this binary as the sandbox's init.
+	if sandbox.IsInit(os.Args[1:]) {
+		os.Exit(sandbox.RunInit(os.Args[1:], os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

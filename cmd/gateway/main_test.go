@@ -18,13 +18,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/sandbox"
 )
 
 // TestMain lets the test binary act as the gateway binary itself, so the
 // signal test exercises the real main, and so does the sandbox's init
 // (sandbox exec re-executes /proc/self/exe, this binary in tests).
 func TestMain(m *testing.M) {
-	if os.Getenv("HOOKGATE_TEST_RUN_MAIN") == "1" || (len(os.Args) > 2 && os.Args[1] == "sandbox" && os.Args[2] == sandboxInitArg) {
+	if os.Getenv("HOOKGATE_TEST_RUN_MAIN") == "1" || sandbox.IsInit(os.Args[1:]) {
 		main()
 		return
 	}

@@ -10,22 +10,19 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/sys/unix"
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/proxy"
+	"github.com/hookgate/hookgate/sandbox"
 	"github.com/hookgate/hookgate/sandbox/dnsserver"
 	"github.com/hookgate/hookgate/sandbox/netns"
+	"github.com/hookgate/hookgate/transform"
 )
 
 // The listener ports inside the sandbox namespace. The namespace is new and
@@ -68,8 +65,6 @@ func runSandbox(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	switch args[0] {
 	case "exec":
 		return runSandboxExec(ctx, args[1:], stdin, stdout, stderr)
-	case sandboxInitArg:
-		return runSandboxInit(args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, sandboxUsage)
 		return nil
@@ -104,7 +99,7 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if err != nil {
 		return err
 	}
-	who, err := resolveSandboxUser(*userFlag, os.Getenv)
+	who, err := sandboxUser(*userFlag, os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -131,7 +126,7 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 		logOut = f
 	}
 	logger := newLogger(logOut, cfg.LogLevel)
-	if who.uid == 0 {
+	if who.UID == 0 {
 		logger.Warn().Str("user", who.String()).
 			Msg("--user 0: the command runs as ROOT inside the sandbox (without capabilities, but owning every root-owned file it can reach); prefer an unprivileged user")
 	}
@@ -144,70 +139,45 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return &exitError{code: 127, msg: fmt.Sprintf("sandbox exec: %v", err)}
 	}
 
-	sb, err := startSandbox(gatewayOptions{configFile: *configFile, upstreamCA: *upstreamCA, exempt: exempt}, cfg, logger)
+	c := &sandbox.Command{
+		Path: path, Args: argv, Dir: dir, User: who,
+		Stdin: stdin, Stdout: stdout, Stderr: stderr,
+		Grace: *grace, Logger: logger,
+	}
+	return runInSandbox(ctx, c, gatewayOptions{configFile: *configFile, upstreamCA: *upstreamCA, exempt: exempt}, cfg)
+}
+
+// runInSandbox starts the gateway in a new sandbox namespace, runs c there
+// with its environment made from ours, and stops the gateway when c ends.
+// An exit status other than 0 is an *exitError.
+func runInSandbox(ctx context.Context, c *sandbox.Command, o gatewayOptions, cfg *config.Config) error {
+	sb, err := startSandbox(o, cfg, c.Logger)
 	if err != nil {
 		return sandboxError(err)
 	}
 	defer sb.close()
-
-	// The command's init (see sandbox_init.go): this binary again, in new
-	// PID and mount namespaces, which drops privileges and starts CMD.
-	cmd := exec.Command("/proc/self/exe", sandboxInitArgs(who, dir, path, argv)...)
-	cmd.Args[0] = "gateway"
-	cmd.Env = userEnv(sandboxEnv(os.Environ(), cfg, sb.bundle), who)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	// The command dies with us, even by SIGKILL: without the gateway it has
-	// no way out anyway. (Its init is PID 1 of its namespace: when the init
-	// dies, the kernel kills the rest.)
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Pdeathsig:  syscall.SIGKILL,
-		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
+	var bundle string
+	if cfg.CACertFile != "" {
+		if bundle, err = sandbox.WriteCABundle(cfg.CACertFile); err != nil {
+			return fmt.Errorf("sandbox exec: %w", err)
+		}
+		defer os.Remove(bundle)
 	}
-	tty := foregroundTTY(stdin)
-	if tty >= 0 {
-		// Interactive: the init's process group takes the terminal, and
-		// hands it on to the command's, so that the command can read it
-		// and gets ^C itself.
-		cmd.SysProcAttr.Foreground = true
-		cmd.SysProcAttr.Ctty = 0
+	c.Env = sandbox.CommandEnv(os.Environ(), configTransforms(cfg), bundle)
+	if err := c.Start(sb.ns); err != nil {
+		return &exitError{code: 127, msg: fmt.Sprintf("sandbox exec: starting %s: %v", c.Args[0], err)}
 	}
-	// The init says on fd 3 when the command runs (see initStarted).
-	startedR, startedW, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("sandbox exec: %w", err)
-	}
-	cmd.ExtraFiles = []*os.File{startedW}
-	err = sb.ns.Start(cmd)
-	_ = startedW.Close()
-	if err != nil {
-		_ = startedR.Close()
-		return &exitError{code: 127, msg: fmt.Sprintf("sandbox exec: starting %s: %v", argv[0], err)}
-	}
-	started := make(chan struct{})
-	go func() {
-		defer close(started)
-		defer startedR.Close()
-		_, _ = startedR.Read(make([]byte, 1)) // a byte, or EOF when the init exits
-	}()
-	if tty >= 0 {
-		defer reclaimTTY(tty)
-	}
-	logger.Info().Int("pid", cmd.Process.Pid).Str("command", argv[0]).
-		Str("user", who.String()).Str("user_from", who.source).
+	c.Logger.Info().Int("pid", c.Pid()).Str("command", c.Args[0]).
+		Str("user", c.User.String()).Str("user_from", c.User.Source).
 		Uint64("netns_inode", sb.nsInode).
 		Str("transparent", sb.tcpLn.Addr().String()).Int("dns_port", sandboxDNSPort).
 		Str("config", cfg.File).Str("version", gatewayVersion()).
 		Msg("sandbox ready")
 
-	state := waitForwarding(ctx, cmd, started, *grace, logger)
-	// The init is gone, and with it its PID namespace: nothing the command
-	// started is left. (Killing the init's group is a no-op kept for
-	// safety.)
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	code := exitStatus(state)
-	logger.Info().Int("pid", cmd.Process.Pid).Int("status", code).Msg("sandbox command ended")
+	code := c.Wait(ctx)
+	c.Logger.Info().Int("pid", c.Pid()).Int("status", code).Msg("sandbox command ended")
 	if err := sb.stop(); err != nil {
-		logger.Warn().Err(err).Msg("stopping the sandbox's servers")
+		c.Logger.Warn().Err(err).Msg("stopping the sandbox's servers")
 	}
 	if code != 0 {
 		return &exitError{code: code}
@@ -215,81 +185,29 @@ func runSandboxExec(ctx context.Context, args []string, stdin io.Reader, stdout,
 	return nil
 }
 
-// waitForwarding waits for cmd (the sandbox's init), forwarding SIGINT,
-// SIGTERM and SIGHUP to it (it passes them on to the command); grace after
-// the first one (or after ctx ends), it kills the init, and with it the
-// whole sandbox. Signals are held back until started is closed: before
-// it has set up its handlers, a signal would end the init (Go's default)
-// instead of reaching the command.
-func waitForwarding(ctx context.Context, cmd *exec.Cmd, started <-chan struct{}, grace time.Duration, logger zerolog.Logger) *os.ProcessState {
-	sigc := make(chan os.Signal, 4)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigc)
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	pid := cmd.Process.Pid
-	var kill <-chan time.Time
-	ctxDone := ctx.Done()
-	var held []syscall.Signal
-	forward := func(sig syscall.Signal) {
-		if kill == nil {
-			kill = time.After(grace)
-		}
-		if started != nil {
-			held = append(held, sig)
-			return
-		}
-		logger.Info().Str("signal", sig.String()).Int("pid", pid).Float64("grace_ms", durationMS(grace)).Msg("forwarding signal to the sandbox")
-		_ = syscall.Kill(pid, sig)
+// configTransforms are the transforms of the config's entries: the secrets
+// the sandbox must not have.
+func configTransforms(cfg *config.Config) []*transform.Rules {
+	rules := make([]*transform.Rules, 0, len(cfg.Entries))
+	for _, e := range cfg.Entries {
+		rules = append(rules, e.Transform)
 	}
-	for {
-		select {
-		case <-done:
-			return cmd.ProcessState
-		case <-started:
-			started = nil
-			for _, sig := range held {
-				forward(sig)
-			}
-			held = nil
-		case s := <-sigc:
-			forward(s.(syscall.Signal))
-		case <-ctxDone:
-			// The signal that ended ctx (main's SIGINT/SIGTERM) also comes
-			// on sigc, maybe a moment later: forward that one, so that the
-			// command dies of the signal the user sent.
-			ctxDone = nil
-			if kill != nil {
-				continue
-			}
-			select {
-			case s := <-sigc:
-				forward(s.(syscall.Signal))
-			case <-done:
-				return cmd.ProcessState
-			case <-time.After(100 * time.Millisecond):
-				forward(syscall.SIGTERM)
-			}
-		case <-kill:
-			logger.Warn().Int("pid", pid).Msg("the sandbox did not stop within the grace period: SIGKILL")
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			kill = nil
-		}
-	}
+	return rules
 }
 
-// exitStatus is the shell's view of how a process ended.
-func exitStatus(st *os.ProcessState) int {
-	if st == nil {
-		return 1
+// sandboxUser chooses the command's user: --user UID[:GID] (a name works
+// too), else the user behind sudo, else nobody. Root only when --user says
+// so.
+func sandboxUser(flag string, getenv func(string) string) (sandbox.User, error) {
+	if flag == "" {
+		return sandbox.DefaultUser(getenv)
 	}
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+	u, err := sandbox.ParseUser(flag)
+	if err != nil {
+		return u, fmt.Errorf("%w: --user %q: %v", errUsage, flag, err)
 	}
-	return st.ExitCode()
+	u.Source = "--user"
+	return u, nil
 }
 
 // sandboxDir is the command's working directory: the workspace, else ours.
@@ -336,7 +254,6 @@ type runningSandbox struct {
 	tcpLn   net.Listener
 	proxy   *proxy.Server
 	dns     *dnsserver.Server
-	bundle  string // temporary CA bundle file; "" when there is no CA
 
 	wg       sync.WaitGroup
 	stopOnce sync.Once
@@ -390,11 +307,6 @@ func startSandbox(o gatewayOptions, cfg *config.Config, logger zerolog.Logger) (
 		return nil, err
 	}
 	r.proxy, r.dns = g.proxy, g.dns
-	if cfg.CACertFile != "" {
-		if r.bundle, err = writeCABundle(cfg.CACertFile); err != nil {
-			return nil, err
-		}
-	}
 	// The namespace's loopback is the sandbox's own: TCP to it stays there,
 	// except to the loopback upstreams a test exempts (--test-allow-upstream),
 	// which are the gateway's.
@@ -453,7 +365,7 @@ func (r *runningSandbox) stop() error {
 }
 
 // close stops everything and removes what was made: servers, listeners,
-// the namespace reference, the CA bundle. Safe to call more than once.
+// the namespace reference. Safe to call more than once.
 func (r *runningSandbox) close() {
 	_ = r.stop()
 	for _, c := range r.closers {
@@ -463,158 +375,6 @@ func (r *runningSandbox) close() {
 	if r.ns != nil {
 		_ = r.ns.Close()
 	}
-	if r.bundle != "" {
-		_ = os.Remove(r.bundle)
-		r.bundle = ""
-	}
-}
-
-// systemBundles are the usual places of the system's PEM bundle: Debian,
-// Ubuntu, Alpine; RHEL, Fedora; openSUSE; others.
-var systemBundles = []string{
-	"/etc/ssl/certs/ca-certificates.crt",
-	"/etc/pki/tls/certs/ca-bundle.crt",
-	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
-	"/etc/ssl/ca-bundle.pem",
-	"/etc/ssl/cert.pem",
-}
-
-// writeCABundle writes the system roots (the file SSL_CERT_FILE names, or
-// the first of systemBundles that exists) followed by our CA to a new
-// temporary file, world-readable (the command may drop privileges), and
-// returns its path.
-func writeCABundle(caFile string) (string, error) {
-	ours, err := os.ReadFile(caFile)
-	if err != nil {
-		return "", fmt.Errorf("ca.cert_file: %w", err)
-	}
-	var system []byte
-	candidates := systemBundles
-	if f := os.Getenv("SSL_CERT_FILE"); f != "" {
-		candidates = append([]string{f}, candidates...)
-	}
-	for _, f := range candidates {
-		if b, err := os.ReadFile(f); err == nil {
-			system = b
-			break
-		}
-	}
-	removeStaleBundles()
-	f, err := os.CreateTemp("", bundlePrefix+strconv.Itoa(os.Getpid())+"-*.pem")
-	if err != nil {
-		return "", fmt.Errorf("CA bundle: %w", err)
-	}
-	name := f.Name()
-	if len(system) > 0 && system[len(system)-1] != '\n' {
-		system = append(system, '\n')
-	}
-	_, werr := f.Write(append(system, ours...))
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(name, 0o644)); err != nil {
-		_ = os.Remove(name)
-		return "", fmt.Errorf("CA bundle: %w", err)
-	}
-	return name, nil
-}
-
-// bundlePrefix starts the name of a CA bundle; the pid of the gateway that
-// wrote it follows, so that the next run can remove the bundle of a gateway
-// that was killed.
-const bundlePrefix = "hookgate-sandbox-ca-"
-
-// removeStaleBundles removes the CA bundles of gateways that are gone.
-func removeStaleBundles() {
-	paths, _ := filepath.Glob(filepath.Join(os.TempDir(), bundlePrefix+"*-*.pem"))
-	for _, p := range paths {
-		pidStr, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(p), bundlePrefix), "-")
-		pid, err := strconv.Atoi(pidStr)
-		if err != nil || pid <= 0 || pid == os.Getpid() {
-			continue
-		}
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			_ = os.Remove(p)
-		}
-	}
-}
-
-// caEnv are the variables that point common tools at a CA bundle.
-var caEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"}
-
-// proxyEnv are removed, in any case: the sandbox needs no proxy, and one
-// pointing anywhere would only fail.
-var proxyEnv = []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY"}
-
-var envRef = regexp.MustCompile(`\$\{env:([^}]*)\}`)
-
-// sandboxEnv is the command's environment: ours, without proxy settings,
-// without the variables the config's transforms read secrets from (nor any
-// variable holding a secret's value: the sandbox must never have them),
-// with the CA bundle variables when there is a bundle.
-func sandboxEnv(environ []string, cfg *config.Config, bundle string) []string {
-	drop := map[string]bool{}
-	for _, k := range proxyEnv {
-		drop[k] = true
-	}
-	if bundle != "" {
-		for _, k := range caEnv {
-			drop[k] = true
-		}
-	}
-	var secrets []string
-	for _, e := range cfg.Entries {
-		for _, v := range e.Transform.References() {
-			for _, m := range envRef.FindAllStringSubmatch(v, -1) {
-				drop[strings.ToUpper(m[1])] = true
-			}
-		}
-		for _, s := range e.Transform.Secrets() {
-			if v := s.Reveal(); v != "" {
-				secrets = append(secrets, v)
-			}
-		}
-	}
-	out := make([]string, 0, len(environ)+len(caEnv))
-next:
-	for _, kv := range environ {
-		k, v, _ := strings.Cut(kv, "=")
-		if drop[strings.ToUpper(k)] {
-			continue
-		}
-		for _, s := range secrets {
-			if strings.Contains(v, s) {
-				continue next
-			}
-		}
-		out = append(out, kv)
-	}
-	if bundle != "" {
-		for _, k := range caEnv {
-			out = append(out, k+"="+bundle)
-		}
-	}
-	return out
-}
-
-// foregroundTTY returns stdin's fd when it is a terminal, else -1.
-func foregroundTTY(stdin io.Reader) int {
-	f, ok := stdin.(*os.File)
-	if !ok {
-		return -1
-	}
-	fd := int(f.Fd())
-	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err != nil {
-		return -1
-	}
-	return fd
-}
-
-// reclaimTTY makes our process group the terminal's foreground again after
-// the command (which had it) ended. A background process gets SIGTTOU for
-// that unless it ignores it.
-func reclaimTTY(fd int) {
-	signal.Ignore(syscall.SIGTTOU)
-	defer signal.Reset(syscall.SIGTTOU)
-	_ = unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, unix.Getpgrp())
 }
 
 // lockedWriter serialises writes to w.

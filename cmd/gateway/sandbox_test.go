@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/sandbox"
 	"github.com/hookgate/hookgate/transform"
 )
 
@@ -33,6 +33,9 @@ func TestSandboxUsageErrors(t *testing.T) {
 		{"bad workspace", []string{"sandbox", "exec", "--workspace", "/nonexistent/hookgate", "--", "true"}, 2, "not a directory"},
 		{"bad flag", []string{"sandbox", "exec", "--nope", "--", "true"}, 2, "nope"},
 		{"command not found", []string{"sandbox", "exec", "--", "/nonexistent/hookgate-cmd"}, 127, "hookgate-cmd"},
+		{"unknown user", []string{"sandbox", "exec", "--user", "hookgate-no-such-user", "--", "true"}, 2, `--user "hookgate-no-such-user": no such user`},
+		{"unknown group", []string{"sandbox", "exec", "--user", "1:hookgate-no-such-group", "--", "true"}, 2, `no such group "hookgate-no-such-group"`},
+		{"init by hand", []string{"sandbox", "__init"}, 2, `unknown subcommand "__init"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, stderr, code := runCLI(t, c.args...)
@@ -44,121 +47,6 @@ func TestSandboxUsageErrors(t *testing.T) {
 	out, _, code := runCLI(t, "sandbox", "--help")
 	if code != 0 || !strings.Contains(out, "gateway sandbox exec") {
 		t.Errorf("sandbox --help: code %d, %q", code, out)
-	}
-}
-
-func TestSandboxEnv(t *testing.T) {
-	const secret = "s3cret-value-42"
-	yaml := `network:
-  allowlist:
-    - domain: api.example.com
-      transform:
-        Authorization: "Bearer ${env:API_TOKEN}"
-        X-Other: "${env:other_token}"
-ca: {cert_file: /nonexistent/ca.pem, key_file: /nonexistent/ca-key.pem}
-`
-	env := map[string]string{"API_TOKEN": secret, "other_token": "other-secret-99"}
-	cfg, err := config.Parse("test.yaml", []byte(yaml), config.Options{Transform: transform.Options{
-		LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := []string{
-		"PATH=/usr/bin", "HOME=/root",
-		"API_TOKEN=" + secret, "OTHER_TOKEN=other-secret-99", "COPY=Bearer " + secret,
-		"HTTP_PROXY=http://p:1", "https_proxy=http://p:1", "All_Proxy=socks5://p:1", "no_proxy=*",
-		"SSL_CERT_FILE=/old.pem", "CURL_CA_BUNDLE=/old.pem",
-	}
-	got := sandboxEnv(in, cfg, "/tmp/bundle.pem")
-	want := []string{
-		"PATH=/usr/bin", "HOME=/root",
-		"SSL_CERT_FILE=/tmp/bundle.pem", "REQUESTS_CA_BUNDLE=/tmp/bundle.pem", "NODE_EXTRA_CA_CERTS=/tmp/bundle.pem",
-		"CURL_CA_BUNDLE=/tmp/bundle.pem", "GIT_SSL_CAINFO=/tmp/bundle.pem",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("sandboxEnv:\n got %q\nwant %q", got, want)
-	}
-	// Without a bundle the CA variables are left as they are.
-	got = sandboxEnv([]string{"SSL_CERT_FILE=/mine.pem", "HTTPS_PROXY=x"}, cfg, "")
-	if !slices.Equal(got, []string{"SSL_CERT_FILE=/mine.pem"}) {
-		t.Errorf("sandboxEnv without bundle: %q", got)
-	}
-}
-
-func TestExitStatus(t *testing.T) {
-	for _, c := range []struct {
-		script string
-		want   int
-	}{
-		{"exit 0", 0},
-		{"exit 3", 3},
-		{"kill -TERM $$", 128 + 15},
-		{"kill -KILL $$", 128 + 9},
-	} {
-		cmd := exec.Command("sh", "-c", c.script)
-		_ = cmd.Run()
-		if got := exitStatus(cmd.ProcessState); got != c.want {
-			t.Errorf("%q: status %d, want %d", c.script, got, c.want)
-		}
-	}
-	if exitStatus(nil) != 1 {
-		t.Error("nil state: want 1")
-	}
-}
-
-func TestWriteCABundle(t *testing.T) {
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	sys := filepath.Join(tmp, "system.pem")
-	if err := os.WriteFile(sys, []byte("-----BEGIN CERTIFICATE-----\nsystem\n-----END CERTIFICATE-----"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("SSL_CERT_FILE", sys)
-	ours := filepath.Join(tmp, "ca.pem")
-	if err := os.WriteFile(ours, []byte("-----BEGIN CERTIFICATE-----\nours\n-----END CERTIFICATE-----\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	// A bundle of a gateway that is gone, and one of a live process (us).
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
-	stale := filepath.Join(tmp, bundlePrefix+strconv.Itoa(dead.Process.Pid)+"-1.pem")
-	live := filepath.Join(tmp, bundlePrefix+strconv.Itoa(os.Getppid())+"-2.pem")
-	for _, f := range []string{stale, live} {
-		if err := os.WriteFile(f, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	path, err := writeCABundle(ours)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove(path)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "-----BEGIN CERTIFICATE-----\nsystem\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nours\n-----END CERTIFICATE-----\n"; string(b) != want {
-		t.Errorf("bundle:\n%s\nwant:\n%s", b, want)
-	}
-	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o644 {
-		t.Errorf("bundle mode: %v %v, want 0644", st.Mode(), err)
-	}
-	if !strings.HasPrefix(filepath.Base(path), bundlePrefix+strconv.Itoa(os.Getpid())+"-") || filepath.Dir(path) != tmp {
-		t.Errorf("bundle path %s", path)
-	}
-	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Errorf("stale bundle of a dead gateway not removed: %v", err)
-	}
-	if _, err := os.Stat(live); err != nil {
-		t.Errorf("bundle of a live process removed: %v", err)
-	}
-	if _, err := writeCABundle(filepath.Join(tmp, "missing.pem")); err == nil || !strings.Contains(err.Error(), "ca.cert_file") {
-		t.Errorf("missing CA: %v", err)
 	}
 }
 
@@ -230,9 +118,9 @@ func TestSandboxExecDefaultUser(t *testing.T) {
 		t.Errorf("with SUDO_UID: code %d, stdout %q, want 4321:4321\nstderr %q", code, stdout, stderr)
 	}
 	t.Setenv("SUDO_UID", "0") // root behind sudo is no reason to run as root
-	nobody, _ := resolveSandboxUser("", func(string) string { return "" })
+	nobody, _ := sandbox.DefaultUser(func(string) string { return "" })
 	stdout, stderr, code = runCLI(t, "sandbox", "exec", "--workspace", "/", "--", "sh", "-c", `echo "$(id -u)"`)
-	if want := fmt.Sprintf("%d\n", nobody.uid); code != 0 || stdout != want || nobody.uid == 0 {
+	if want := fmt.Sprintf("%d\n", nobody.UID); code != 0 || stdout != want || nobody.UID == 0 {
 		t.Errorf("without a user: code %d, stdout %q, want %q\nstderr %q", code, stdout, want, stderr)
 	}
 	// Root only when asked for, loudly, and still without capabilities.
@@ -390,68 +278,46 @@ func TestSandboxHelp(t *testing.T) {
 	}
 }
 
-func TestResolveSandboxUser(t *testing.T) {
-	env := func(kv ...string) func(string) string {
-		return func(k string) string {
-			for i := 0; i+1 < len(kv); i += 2 {
-				if kv[i] == k {
-					return kv[i+1]
-				}
-			}
-			return ""
-		}
+// TestSandboxUser: --user wins over the user behind sudo, and says so.
+func TestSandboxUser(t *testing.T) {
+	getenv := func(k string) string {
+		return map[string]string{"SUDO_UID": "1234", "SUDO_GID": "5678"}[k]
 	}
-	nobody, err := resolveSandboxUser("", env())
-	if err != nil || nobody.source != "nobody" || nobody.uid == 0 || nobody.gid == 0 {
-		t.Fatalf("default: %+v, %v; want nobody", nobody, err)
+	u, err := sandboxUser("54321:99", getenv)
+	if err != nil || u.UID != 54321 || u.GID != 99 || u.Source != "--user" {
+		t.Errorf("--user 54321:99 with SUDO_UID: %+v, %v", u, err)
 	}
-	for _, c := range []struct {
-		flag       string
-		env        []string
-		uid, gid   uint32
-		source     string
-		wantErr    string
-		wantNobody bool
-	}{
-		{flag: "", env: []string{"SUDO_UID", "1234", "SUDO_GID", "5678"}, uid: 1234, gid: 5678, source: "SUDO_UID"},
-		{flag: "", env: []string{"SUDO_UID", "0", "SUDO_GID", "0"}, wantNobody: true},
-		{flag: "0", uid: 0, gid: 0, source: "--user"},
-		{flag: "root", uid: 0, gid: 0, source: "--user"},
-		{flag: "1234:99", env: []string{"SUDO_UID", "1"}, uid: 1234, gid: 99, source: "--user"},
-		{flag: "54321", uid: 54321, gid: 54321, source: "--user"}, // not in the database: gid = uid
-		{flag: "hookgate-no-such-user", wantErr: `no such user "hookgate-no-such-user"`},
-		{flag: "1:hookgate-no-such-group", wantErr: `no such group "hookgate-no-such-group"`},
-		{flag: "-1", wantErr: "no such user"},
-		{flag: "4294967295", wantErr: "no such user"},
-		{flag: "", env: []string{"SUDO_UID", "x"}, wantErr: "SUDO_UID"},
-	} {
-		u, err := resolveSandboxUser(c.flag, env(c.env...))
-		switch {
-		case c.wantErr != "":
-			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-				t.Errorf("--user %q, env %q: %+v, %v; want error %q", c.flag, c.env, u, err, c.wantErr)
-			}
-		case err != nil:
-			t.Errorf("--user %q, env %q: %v", c.flag, c.env, err)
-		case c.wantNobody:
-			if u != nobody {
-				t.Errorf("--user %q, env %q: %+v, want nobody %+v", c.flag, c.env, u, nobody)
-			}
-		case u.uid != c.uid || u.gid != c.gid || u.source != c.source:
-			t.Errorf("--user %q, env %q: %+v, want %d:%d from %s", c.flag, c.env, u, c.uid, c.gid, c.source)
-		}
+	u, err = sandboxUser("", getenv)
+	if err != nil || u.UID != 1234 || u.GID != 5678 || u.Source != "SUDO_UID" {
+		t.Errorf("no --user, SUDO_UID 1234: %+v, %v", u, err)
 	}
 }
 
-func TestUserEnv(t *testing.T) {
-	got := userEnv([]string{"HOME=/root", "PATH=/bin", "USER=root"}, sandboxUser{uid: 1000, gid: 1000, name: "dev", home: "/home/dev"})
-	want := []string{"PATH=/bin", "HOME=/home/dev", "USER=dev", "LOGNAME=dev"}
-	if !slices.Equal(got, want) {
-		t.Errorf("userEnv: %q, want %q", got, want)
+// TestSandboxEnvFromConfig: the variables the config's transforms read
+// secrets from, and their values, do not reach the command; "$${env:X}"
+// is literal text, not a reference, so X stays.
+func TestSandboxEnvFromConfig(t *testing.T) {
+	const secret = "s3cret-value-42"
+	yaml := `network:
+  allowlist:
+    - domain: api.example.com
+      transform:
+        Authorization: "Bearer ${env:API_TOKEN}"
+    - domain: other.example.com
+      transform:
+        X-Literal: "$${env:NOT_A_SECRET}"
+ca: {cert_file: /nonexistent/ca.pem, key_file: /nonexistent/ca-key.pem}
+`
+	env := map[string]string{"API_TOKEN": secret}
+	cfg, err := config.Parse("test.yaml", []byte(yaml), config.Options{Transform: transform.Options{
+		LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+	}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Unknown to the user database: left alone.
-	in := []string{"HOME=/root"}
-	if got := userEnv(in, sandboxUser{uid: 54321, gid: 54321}); !slices.Equal(got, in) {
-		t.Errorf("userEnv without a name: %q", got)
+	in := []string{"PATH=/usr/bin", "API_TOKEN=" + secret, "COPY=Bearer " + secret, "NOT_A_SECRET=kept"}
+	got := sandbox.CommandEnv(in, configTransforms(cfg), "")
+	if want := []string{"PATH=/usr/bin", "NOT_A_SECRET=kept"}; !slices.Equal(got, want) {
+		t.Errorf("the command's environment: %d variables, want %q", len(got), want)
 	}
 }

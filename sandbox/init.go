@@ -1,12 +1,12 @@
-package main
+package sandbox
 
 // The confinement of the sandboxed command.
 //
-// `gateway sandbox exec` does not start the command itself. It re-executes
-// its own binary (/proc/self/exe) as the hidden subcommand
-// `gateway sandbox __init`, in the sandbox's network namespace and in a new
-// PID and mount namespace (CLONE_NEWPID|CLONE_NEWNS). That process, PID 1
-// of the new PID namespace and still root:
+// Command.Start does not start the command itself. It re-executes its own
+// binary (/proc/self/exe) as the hidden subcommand `gateway sandbox
+// __init` (see IsInit and RunInit), in the sandbox's network namespace and
+// in new PID and mount namespaces (CLONE_NEWPID|CLONE_NEWNS). That
+// process, PID 1 of the new PID namespace and still root:
 //
 //  1. makes every mount a slave of the host's (nothing it mounts goes back)
 //     and mounts a fresh /proc, which shows only the sandbox's processes:
@@ -19,7 +19,7 @@ package main
 //     and installs a seccomp filter that refuses the ioctls that push
 //     input into a terminal (TIOCSTI, TIOCLINUX);
 //  3. forks the command from that thread with setgroups([]), setgid and
-//     setuid to the chosen user (os/exec's Credential, in the child, before
+//     setuid to the chosen user (syscall.Credential, in the child, before
 //     exec), so that the command starts with every capability set empty
 //     and no_new_privs, and cannot gain privileges through setuid binaries
 //     or file capabilities;
@@ -35,9 +35,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
-	"os/user"
 	"runtime"
 	"strconv"
 	"strings"
@@ -46,13 +46,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// sandboxInitArg is the hidden subcommand: `gateway sandbox __init UID GID
-// DIR PATH ARGV0 ARGS...`. Not for users; exec starts it.
-const sandboxInitArg = "__init"
-
-// nobodyID is used when there is no "nobody" in the user database.
-const nobodyID = 65534
 
 // Secure bits (linux/securebits.h).
 const (
@@ -63,163 +56,56 @@ const (
 	secbitNoCapAmbientRaiseLockd = 1 << 7
 )
 
-// sandboxUser is who the command runs as.
-type sandboxUser struct {
-	uid, gid uint32
-	name     string // from the user database; "" when it has no entry
-	home     string // likewise
-	source   string // how it was chosen: "--user", "SUDO_UID" or "nobody"
+// initArgs is the argument list of the init process for argv, run as u in
+// dir, path being argv[0] as found in PATH: `sandbox __init UID GID DIR
+// PATH ARGV0 ARGS...`.
+func initArgs(u User, dir, path string, argv []string) []string {
+	return append([]string{initCommand, initSubcommand,
+		strconv.FormatUint(uint64(u.UID), 10), strconv.FormatUint(uint64(u.GID), 10), dir, path}, argv...)
 }
 
-func (u sandboxUser) String() string {
-	s := fmt.Sprintf("%d:%d", u.uid, u.gid)
-	if u.name != "" {
-		s += " (" + u.name + ")"
-	}
-	return s
+// The init's command line starts with these (after the binary's name).
+// Not for users: Command.Start runs it.
+const (
+	initCommand    = "sandbox"
+	initSubcommand = "__init"
+)
+
+// IsInit reports whether args (the program's arguments, os.Args[1:]) make
+// this process a sandbox's init, which RunInit must then run.
+func IsInit(args []string) bool {
+	return len(args) >= 2 && args[0] == initCommand && args[1] == initSubcommand
 }
 
-// resolveSandboxUser chooses the command's user: --user UID[:GID] (a name
-// works too), else the user behind sudo (SUDO_UID, SUDO_GID), else nobody.
-// Root only when --user says so: a SUDO_UID of 0 counts as no SUDO_UID.
-func resolveSandboxUser(flag string, getenv func(string) string) (sandboxUser, error) {
-	switch {
-	case flag != "":
-		u, err := parseUserFlag(flag)
-		if err != nil {
-			return sandboxUser{}, fmt.Errorf("%w: --user %q: %v", errUsage, flag, err)
-		}
-		u.source = "--user"
-		return u, nil
-	case getenv("SUDO_UID") != "" && getenv("SUDO_UID") != "0":
-		uid, err := parseID(getenv("SUDO_UID"))
-		if err != nil {
-			return sandboxUser{}, fmt.Errorf("SUDO_UID: %w", err)
-		}
-		u := lookupUID(uid)
-		if g := getenv("SUDO_GID"); g != "" {
-			if u.gid, err = parseID(g); err != nil {
-				return sandboxUser{}, fmt.Errorf("SUDO_GID: %w", err)
-			}
-		}
-		u.source = "SUDO_UID"
-		return u, nil
+// RunInit is the sandbox's init (see the top of this file), for the
+// arguments IsInit accepted. It prints its errors to stderr (the
+// command's) as "gateway: ..." and returns the exit status: the
+// command's, 126 when the command could not be started or confined, 127
+// when it does not exist, 2 when the init was not started by Command.Start.
+func RunInit(args []string, stderr io.Writer) int {
+	code, msg := runInit(args[2:])
+	if msg != "" {
+		fmt.Fprintln(stderr, "gateway:", msg)
 	}
-	u := sandboxUser{uid: nobodyID, gid: nobodyID, source: "nobody"}
-	if pw, err := user.Lookup("nobody"); err == nil {
-		if uid, err := parseID(pw.Uid); err == nil {
-			u = lookupUID(uid)
-			u.source = "nobody"
-		}
-	}
-	return u, nil
+	return code
 }
 
-// parseUserFlag parses UID[:GID], each a number or a name. Without GID, the
-// user's primary group, or GID = UID for a number not in the database.
-func parseUserFlag(s string) (sandboxUser, error) {
-	us, gs, hasGID := strings.Cut(s, ":")
-	var u sandboxUser
-	if uid, err := parseID(us); err == nil {
-		u = lookupUID(uid)
-	} else {
-		pw, lerr := user.Lookup(us)
-		if lerr != nil {
-			return u, fmt.Errorf("no such user %q (want UID[:GID])", us)
-		}
-		uid, err := parseID(pw.Uid)
-		if err != nil {
-			return u, err
-		}
-		u = lookupUID(uid)
+// runInit returns the init's exit status and the message to print.
+func runInit(args []string) (code int, msg string) {
+	if os.Getpid() != 1 || len(args) < 5 {
+		return 2, fmt.Sprintf("usage: %s %s is started by `gateway sandbox exec`, not by hand", initCommand, initSubcommand)
 	}
-	if !hasGID {
-		return u, nil
-	}
-	if gid, err := parseID(gs); err == nil {
-		u.gid = gid
-		return u, nil
-	}
-	gr, err := user.LookupGroup(gs)
-	if err != nil {
-		return u, fmt.Errorf("no such group %q (want UID[:GID])", gs)
-	}
-	gid, err := parseID(gr.Gid)
-	if err != nil {
-		return u, err
-	}
-	u.gid = gid
-	return u, nil
-}
-
-// lookupUID fills in the primary group, name and home of uid from the user
-// database; a uid without an entry gets gid = uid.
-func lookupUID(uid uint32) sandboxUser {
-	u := sandboxUser{uid: uid, gid: uid}
-	pw, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
-	if err != nil {
-		return u
-	}
-	if gid, err := parseID(pw.Gid); err == nil {
-		u.gid = gid
-	}
-	u.name, u.home = pw.Username, pw.HomeDir
-	return u
-}
-
-func parseID(s string) (uint32, error) {
-	n, err := strconv.ParseUint(s, 10, 32)
-	if err != nil || n == 1<<32-1 {
-		return 0, fmt.Errorf("%q is not a numeric id", s)
-	}
-	return uint32(n), nil
-}
-
-// userEnv sets HOME, USER and LOGNAME to the user's, when the user
-// database knows them: sudo leaves root's there, which the user cannot
-// write to.
-func userEnv(env []string, u sandboxUser) []string {
-	if u.name == "" {
-		return env
-	}
-	set := map[string]string{"HOME": u.home, "USER": u.name, "LOGNAME": u.name}
-	out := make([]string, 0, len(env)+len(set))
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := set[k]; !ok {
-			out = append(out, kv)
-		}
-	}
-	for _, k := range []string{"HOME", "USER", "LOGNAME"} {
-		out = append(out, k+"="+set[k])
-	}
-	return out
-}
-
-// sandboxInitArgs is the argument list of the init process for argv, run
-// as u in dir, path being argv[0] as found in PATH.
-func sandboxInitArgs(u sandboxUser, dir, path string, argv []string) []string {
-	return append([]string{"sandbox", sandboxInitArg,
-		strconv.FormatUint(uint64(u.uid), 10), strconv.FormatUint(uint64(u.gid), 10), dir, path}, argv...)
-}
-
-// runSandboxInit is the init process (see the top of this file). Its
-// errors are printed by main to stderr, which is the command's.
-func runSandboxInit(args []string) error {
 	// This goroutine's thread gets the reduced credentials and forks the
 	// command; it is never unlocked, so no other goroutine runs on it.
 	runtime.LockOSThread()
 	syscall.CloseOnExec(initStartedFD) // never the command's
-	if os.Getpid() != 1 || len(args) < 5 {
-		return fmt.Errorf("%w: sandbox %s is started by `gateway sandbox exec`, not by hand", errUsage, sandboxInitArg)
-	}
 	uid, err := parseID(args[0])
 	if err != nil {
-		return err
+		return 1, err.Error()
 	}
 	gid, err := parseID(args[1])
 	if err != nil {
-		return err
+		return 1, err.Error()
 	}
 	dir, path, argv := args[2], args[3], args[4:]
 	// No signal may end the init: Go's default for most of them is to
@@ -229,10 +115,10 @@ func runSandboxInit(args []string) error {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs)
 	if err := mountPrivateProc(); err != nil {
-		return &exitError{code: 126, msg: "sandbox exec: " + err.Error()}
+		return 126, "sandbox exec: " + err.Error()
 	}
 	if err := confineThread(); err != nil {
-		return &exitError{code: 126, msg: "sandbox exec: dropping privileges: " + err.Error()}
+		return 126, "sandbox exec: dropping privileges: " + err.Error()
 	}
 	sys := &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}},
@@ -251,14 +137,11 @@ func runSandboxInit(args []string) error {
 		if errors.Is(err, syscall.ENOENT) {
 			code = 127
 		}
-		return &exitError{code: code, msg: fmt.Sprintf("sandbox exec: starting %s as %d:%d in %s: %v", argv[0], uid, gid, dir, err)}
+		return code, fmt.Sprintf("sandbox exec: starting %s as %d:%d in %s: %v", argv[0], uid, gid, dir, err)
 	}
 	go forwardSignals(sigs, pid)
 	initStarted()
-	if code := reapUntil(pid); code != 0 {
-		return &exitError{code: code}
-	}
-	return nil
+	return reapUntil(pid), ""
 }
 
 // mountPrivateProc makes every mount of this (new) mount namespace a slave,
@@ -309,14 +192,23 @@ func confineThread() error {
 	return denyTerminalInjection()
 }
 
-// ioctlNumbers are, for GOARCH, the audit architectures a process can make
-// system calls as (native and compat) and the number of ioctl(2) in each;
-// on amd64 also the x32 number (native architecture, x32 bit set).
-var ioctlNumbers = map[string]struct {
+// ioctlNumbers are the audit architectures a process can make system
+// calls as (native and compat) and the number of ioctl(2) in each; on
+// amd64 also the x32 number (native architecture, x32 bit set).
+type ioctlNumbers struct {
 	native, nativeNR, x32NR, compat, compatNR uint32
-}{
-	"amd64": {native: unix.AUDIT_ARCH_X86_64, nativeNR: 16, x32NR: 0x40000000 | 514, compat: unix.AUDIT_ARCH_I386, compatNR: 54},
-	"arm64": {native: unix.AUDIT_ARCH_AARCH64, nativeNR: 29, x32NR: 29, compat: unix.AUDIT_ARCH_ARM, compatNR: 54},
+}
+
+// ioctlNumbersFor returns the ioctlNumbers of goarch; false for an
+// architecture without them.
+func ioctlNumbersFor(goarch string) (ioctlNumbers, bool) {
+	switch goarch {
+	case "amd64":
+		return ioctlNumbers{native: unix.AUDIT_ARCH_X86_64, nativeNR: 16, x32NR: 0x40000000 | 514, compat: unix.AUDIT_ARCH_I386, compatNR: 54}, true
+	case "arm64":
+		return ioctlNumbers{native: unix.AUDIT_ARCH_AARCH64, nativeNR: 29, x32NR: 29, compat: unix.AUDIT_ARCH_ARM, compatNR: 54}, true
+	}
+	return ioctlNumbers{}, false
 }
 
 // denyTerminalInjection installs, on the calling thread (and so on the
@@ -328,7 +220,7 @@ var ioctlNumbers = map[string]struct {
 // amd64 and arm64 there is no filter: the kernel's dev.tty.legacy_tiocsti=0
 // is the only protection there.
 func denyTerminalInjection() error {
-	nums, ok := ioctlNumbers[runtime.GOARCH]
+	nums, ok := ioctlNumbersFor(runtime.GOARCH)
 	if !ok {
 		return nil
 	}
@@ -385,11 +277,14 @@ func initStarted() {
 	_ = f.Close()
 }
 
-// forwardedSignals are passed on from the init to the command's process
-// group: those the gateway forwards, and the user signals.
-var forwardedSignals = map[os.Signal]bool{
-	syscall.SIGINT: true, syscall.SIGTERM: true, syscall.SIGHUP: true,
-	syscall.SIGQUIT: true, syscall.SIGUSR1: true, syscall.SIGUSR2: true,
+// forwarded reports whether the init passes s on to the command's process
+// group: the signals the gateway forwards, and the user signals.
+func forwarded(s os.Signal) bool {
+	switch s {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2:
+		return true
+	}
+	return false
 }
 
 // forwardSignals passes the forwardable signals that reach the init,
@@ -397,7 +292,7 @@ var forwardedSignals = map[os.Signal]bool{
 // process group; the rest are ignored.
 func forwardSignals(sigs <-chan os.Signal, pgid int) {
 	for s := range sigs {
-		if forwardedSignals[s] {
+		if forwarded(s) {
 			_ = syscall.Kill(-pgid, s.(syscall.Signal))
 		}
 	}
