@@ -336,9 +336,6 @@ func TestLeafCacheHitAndLRU(t *testing.T) {
 	if lc.Len() != 3 {
 		t.Fatalf("Len = %d after many hosts", lc.Len())
 	}
-	if NewLeafCache(newTestCA(t), 0).size != DefaultLeafCacheSize {
-		t.Error("zero size is not the default")
-	}
 }
 
 func TestLeafConcurrentMintsOnce(t *testing.T) {
@@ -454,26 +451,27 @@ func BenchmarkLeafCacheHit(b *testing.B) {
 	})
 }
 
-// TestLeafMemory reports the heap held per cached leaf (run with -v).
-func TestLeafMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow")
-	}
+// BenchmarkLeafMemory reports the heap held per cached leaf, as the
+// bytes/leaf metric.
+func BenchmarkLeafMemory(b *testing.B) {
 	const n = 1000
-	lc := NewLeafCache(newTestCA(t), n)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i := range n {
-		if _, err := lc.Get(fmt.Sprintf("host-%04d.subdomain.example.com", i)); err != nil {
-			t.Fatal(err)
+	c := newTestCA(b)
+	for b.Loop() {
+		lc := NewLeafCache(c, n)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range n {
+			if _, err := lc.Get(fmt.Sprintf("host-%04d.subdomain.example.com", i)); err != nil {
+				b.Fatal(err)
+			}
 		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if lc.Len() != n {
+			b.Fatalf("Len = %d", lc.Len())
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/leaf")
+		runtime.KeepAlive(lc)
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if lc.Len() != n {
-		t.Fatalf("Len = %d", lc.Len())
-	}
-	t.Logf("heap per cached leaf: ~%d bytes", (after.HeapAlloc-before.HeapAlloc)/n)
-	runtime.KeepAlive(lc)
 }

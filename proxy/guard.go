@@ -11,13 +11,8 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/internal/resolve"
 )
-
-// Resolver looks up the addresses of a host name. *net.Resolver satisfies it;
-// tests supply a fixed table.
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
 
 // Guard is the one dialer every upstream connection goes through: plain HTTP,
 // CONNECT tunnels and (later) MITM. It resolves a name, judges every address
@@ -26,7 +21,7 @@ type Resolver interface {
 // no window.
 type Guard struct {
 	// Resolver resolves names. If nil, net.DefaultResolver is used.
-	Resolver Resolver
+	Resolver resolve.Resolver
 	// Addrs judges each address. It must not be nil.
 	Addrs *allowlist.AddrPolicy
 	// ResolveTimeout bounds one lookup. If zero, 5s.
@@ -198,7 +193,7 @@ func (g *Guard) DialContext(ctx context.Context, _, addr string) (net.Conn, erro
 	return g.Dial(ctx, t)
 }
 
-func (g *Guard) resolver() Resolver {
+func (g *Guard) resolver() resolve.Resolver {
 	if g.Resolver != nil {
 		return g.Resolver
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/internal/resolve"
 	"github.com/hookgate/hookgate/metrics"
 	"github.com/hookgate/hookgate/proxy"
 	"github.com/hookgate/hookgate/sandbox/dnsserver"
@@ -114,7 +115,7 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	g.proxy, err = proxy.New(proxy.Options{
 		Policy: p,
 		// Names only: every address is judged again on every dial.
-		Resolver:      proxy.NewCachingResolver(resolver, 0, 0),
+		Resolver:      resolve.NewCache(resolver, 0, 0),
 		UpstreamRoots: roots,
 		Logger:        logger,
 		Leaves:        leaves,
