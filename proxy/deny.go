@@ -130,7 +130,7 @@ func (d *denial) setHeaders(h http.Header, n int) {
 func classifyUpstream(err error, host string) *denial {
 	var (
 		d       *denial
-		blocked *BlockedError
+		blocked *allowlist.BlockedError
 		pinned  *PinnedError
 		resolve *ResolveError
 		recErr  tls.RecordHeaderError

@@ -44,31 +44,6 @@ type Target struct {
 	Addrs []netip.Addr
 }
 
-// BlockedError reports that a host resolved to (or is) an address the policy
-// refuses.
-type BlockedError struct {
-	Host  string
-	Addr  netip.Addr
-	Class allowlist.Class
-}
-
-func (e *BlockedError) Error() string {
-	if e.Addr.IsValid() && e.Host != e.Addr.String() {
-		return fmt.Sprintf("%s resolves to %s, which is %s", e.Host, e.Addr, classPhrase(e.Class))
-	}
-	if !e.Addr.IsValid() {
-		return fmt.Sprintf("%s names %s", e.Host, classPhrase(e.Class))
-	}
-	return fmt.Sprintf("%s is %s", e.Host, classPhrase(e.Class))
-}
-
-func classPhrase(c allowlist.Class) string {
-	if c == allowlist.ClassOwn {
-		return c.String()
-	}
-	return "a " + c.String() + " address"
-}
-
 // PinnedError reports that a host resolved to (or is) an address outside
 // the ranges its allowlist entry pins.
 type PinnedError struct {
@@ -112,7 +87,7 @@ func (g *Guard) Resolve(ctx context.Context, host string, ip netip.Addr, port ui
 		t.Addrs = []netip.Addr{ip}
 	} else {
 		if allowlist.IsLocalhostName(host) {
-			return Target{}, &BlockedError{Host: host, Class: allowlist.ClassLoopback}
+			return Target{}, &allowlist.BlockedError{Host: host, Class: allowlist.ClassLoopback}
 		}
 		ctx, cancel := context.WithTimeout(ctx, durationOr(g.ResolveTimeout, 5*time.Second))
 		addrs, err := g.resolver().LookupNetIP(ctx, "ip", host)
@@ -127,7 +102,7 @@ func (g *Guard) Resolve(ctx context.Context, host string, ip netip.Addr, port ui
 	}
 	for _, a := range t.Addrs {
 		if class, err := g.Addrs.Check(netip.AddrPortFrom(a, port)); err != nil {
-			return Target{}, &BlockedError{Host: host, Addr: a, Class: class}
+			return Target{}, &allowlist.BlockedError{Host: host, Addr: a, Class: class}
 		}
 		if !g.pinned(a) {
 			return Target{}, &PinnedError{Host: host, Addr: a}
