@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookgate/hookgate/admin"
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/internal/admin"
 	"github.com/hookgate/hookgate/transform"
 )
 

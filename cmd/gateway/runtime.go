@@ -15,12 +15,12 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/hookgate/hookgate/admin"
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/internal/admin"
+	"github.com/hookgate/hookgate/internal/metrics"
 	"github.com/hookgate/hookgate/internal/resolve"
-	"github.com/hookgate/hookgate/metrics"
 	"github.com/hookgate/hookgate/proxy"
 	"github.com/hookgate/hookgate/sandbox/dnsserver"
 )

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hookgate/hookgate/admin"
+	"github.com/hookgate/hookgate/internal/admin"
 )
 
 func TestRing(t *testing.T) {

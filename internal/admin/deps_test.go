@@ -19,7 +19,7 @@ func TestDeps(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	for _, p := range strings.Fields(string(out)) {
-		if p == "github.com/hookgate/hookgate/admin" {
+		if p == "github.com/hookgate/hookgate/internal/admin" {
 			continue
 		}
 		if strings.HasPrefix(p, "github.com/hookgate/hookgate/") || strings.HasPrefix(p, "github.com/elazarl/goproxy") {

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
 
-	"github.com/hookgate/hookgate/metrics"
+	"github.com/hookgate/hookgate/internal/metrics"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -18,7 +18,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
-	"github.com/hookgate/hookgate/admin"
+	"github.com/hookgate/hookgate/internal/admin"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
