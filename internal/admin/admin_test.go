@@ -663,13 +663,13 @@ func TestRequestLog(t *testing.T) {
 	}
 	for i, w := range want {
 		l := lines[i]
-		if l["level"] != w.level || l[admin.FieldMethod] != w.method || l[admin.FieldPath] != w.path || l[admin.FieldStatus] != w.status {
+		if l["level"] != w.level || l["method"] != w.method || l["path"] != w.path || l["status"] != w.status {
 			t.Errorf("line %d = %v, want level=%s %s %s status=%v", i, l, w.level, w.method, w.path, w.status)
 		}
-		if _, ok := l[admin.FieldDuration].(float64); !ok {
-			t.Errorf("line %d has no %s: %v", i, admin.FieldDuration, l)
+		if _, ok := l["duration_ms"].(float64); !ok {
+			t.Errorf("line %d has no %s: %v", i, "duration_ms", l)
 		}
-		if l["message"] != admin.MessageLine {
+		if l["message"] != "admin request" {
 			t.Errorf("line %d message %v", i, l["message"])
 		}
 	}
