@@ -20,9 +20,9 @@ import (
 )
 
 const (
-	// DefaultLeafCacheSize is the LeafCache bound when NewLeafCache is given
+	// defaultLeafCacheSize is the LeafCache bound when NewLeafCache is given
 	// zero (or less).
-	DefaultLeafCacheSize = 1024
+	defaultLeafCacheSize = 1024
 
 	leafValidity = 24 * time.Hour
 	leafBackdate = time.Hour // tolerates sandbox clocks a little behind
@@ -43,11 +43,11 @@ type LeafCache struct {
 	leaves *lru.Cache[string, *tls.Certificate] // normalised host → leaf
 }
 
-// NewLeafCache returns a cache of at most size leaves (DefaultLeafCacheSize
+// NewLeafCache returns a cache of at most size leaves (defaultLeafCacheSize
 // if size ≤ 0) signed by c.
 func NewLeafCache(c *CA, size int) *LeafCache {
 	if size <= 0 {
-		size = DefaultLeafCacheSize
+		size = defaultLeafCacheSize
 	}
 	// lru.New fails only for a size below one, excluded above.
 	leaves, _ := lru.New[string, *tls.Certificate](size)
@@ -107,11 +107,6 @@ func (l *LeafCache) Retain(keep func(host string) bool) {
 			l.leaves.Remove(host)
 		}
 	}
-}
-
-// Len returns the number of cached leaves.
-func (l *LeafCache) Len() int {
-	return l.leaves.Len()
 }
 
 // mint creates a leaf for the normalised host (ip valid for an IP literal).

@@ -20,10 +20,10 @@ type Resolver interface {
 var _ Resolver = (*net.Resolver)(nil)
 
 const (
-	// DefaultTTL is how long Cache keeps an answer when NewCache is given zero.
-	DefaultTTL = 30 * time.Second
-	// DefaultSize bounds Cache when NewCache is given zero.
-	DefaultSize = 4096
+	// defaultTTL is how long Cache keeps an answer when NewCache is given zero.
+	defaultTTL = 30 * time.Second
+	// defaultSize bounds Cache when NewCache is given zero.
+	defaultSize = 4096
 )
 
 // Cache remembers successful lookups for a while, so that a burst of
@@ -46,14 +46,14 @@ type cacheEntry struct {
 	expires time.Time
 }
 
-// NewCache caches next's answers for ttl (DefaultTTL if zero or less), at
-// most size names (DefaultSize if zero or less).
+// NewCache caches next's answers for ttl (defaultTTL if zero or less), at
+// most size names (defaultSize if zero or less).
 func NewCache(next Resolver, ttl time.Duration, size int) *Cache {
 	if ttl <= 0 {
-		ttl = DefaultTTL
+		ttl = defaultTTL
 	}
 	if size <= 0 {
-		size = DefaultSize
+		size = defaultSize
 	}
 	// lru.New fails only for a size below one, excluded above.
 	entries, _ := lru.New[cacheKey, cacheEntry](size)
