@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"io"
 	"log"
@@ -23,6 +22,8 @@ import (
 
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 // staticResolver answers from a table; a name not in it does not exist.
@@ -54,41 +55,19 @@ func (r *staticResolver) looked(host string) bool {
 	return false
 }
 
-// logBuffer collects log lines from concurrent writers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+// logBuffer is the gateway's log, read back by decision line.
+type logBuffer struct{ testlog.Buffer }
 
 // decisions returns the parsed decision lines.
 func (b *logBuffer) decisions(t *testing.T) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line is not JSON: %q", sc.Text())
-		}
+	for _, m := range b.Lines(t) {
 		if m["message"] == "decision" {
 			out = append(out, m)
 		}
 	}
 	return out
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // waitDecisions waits (bounded) until n decision lines were written: a

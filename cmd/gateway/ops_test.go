@@ -24,6 +24,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hookgate/hookgate/ca"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 // testDNS serves A records for a fixed table on loopback, so that the
@@ -57,13 +59,13 @@ type servedGateway struct {
 	configFile           string
 	stop                 context.CancelFunc
 	done                 chan error
-	logs                 *syncBuffer
+	logs                 *testlog.Buffer
 }
 
 func serveInProcess(t *testing.T, configYAML string, args ...string) *servedGateway {
 	t.Helper()
 	dir := t.TempDir()
-	sg := &servedGateway{configFile: filepath.Join(dir, "gateway.yaml"), logs: &syncBuffer{}, done: make(chan error, 1)}
+	sg := &servedGateway{configFile: filepath.Join(dir, "gateway.yaml"), logs: &testlog.Buffer{}, done: make(chan error, 1)}
 	if err := os.WriteFile(sg.configFile, []byte(configYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}

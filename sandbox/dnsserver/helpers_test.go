@@ -1,12 +1,9 @@
 package dnsserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +13,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
@@ -80,36 +79,6 @@ func (f *fakeResolver) Calls() []string {
 	return append([]string(nil), f.calls...)
 }
 
-// logBuf collects log lines from concurrent handlers.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 func mustPolicy(t testing.TB, domains ...string) *Policy {
 	t.Helper()
 	al, err := allowlist.New(domains)
@@ -128,14 +97,14 @@ type testEnv struct {
 	srv       *Server
 	res       *fakeResolver
 	pol       atomic.Pointer[Policy]
-	log       *logBuf
+	log       *testlog.Buffer
 	udp, tcp  string
 	decisions chan Decision
 }
 
 func startEnv(t *testing.T, o Options, domains ...string) *testEnv {
 	t.Helper()
-	e := &testEnv{res: newFakeResolver(), log: &logBuf{}, decisions: make(chan Decision, 100)}
+	e := &testEnv{res: newFakeResolver(), log: &testlog.Buffer{}, decisions: make(chan Decision, 100)}
 	e.pol.Store(mustPolicy(t, domains...))
 	o.Policy = e.pol.Load
 	o.Resolver = e.res

@@ -107,7 +107,7 @@ func TestDecisionLogLine(t *testing.T) {
 	seed(e.res)
 	e.query(t, "udp", "mixed.test.", dns.TypeA)
 	<-e.decisions
-	lines := e.log.lines(t)
+	lines := e.log.Lines(t)
 	if len(lines) != 1 {
 		t.Fatalf("%d log lines, want 1: %v", len(lines), lines)
 	}
