@@ -396,8 +396,9 @@ func (g *gateway) readiness() error {
 }
 
 // serveAdmin serves the admin API on ln until the returned server is shut
-// down.
-func serveAdmin(h http.Handler, ln net.Listener) *http.Server {
+// down. If serving fails before that, the error is logged: the proxy goes
+// on, but the operator must learn that the admin API is gone.
+func serveAdmin(h http.Handler, ln net.Listener, logger zerolog.Logger) *http.Server {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -406,6 +407,10 @@ func serveAdmin(h http.Handler, ln net.Listener) *http.Server {
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 	}
-	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		if err := ignoreClosed(srv.Serve(ln)); err != nil {
+			logger.Error().Err(err).Str("admin", ln.Addr().String()).Msg("the admin API stopped serving")
+		}
+	}()
 	return srv
 }

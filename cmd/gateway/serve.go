@@ -114,7 +114,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	var adminSrv *http.Server
 	if ls.admin != nil {
 		g.admin, g.adminToken = ls.admin.Addr(), g.token != ""
-		adminSrv = serveAdmin(g.adminHandler(g.token), ls.admin)
+		adminSrv = serveAdmin(g.adminHandler(g.token), ls.admin, logger)
 	}
 	g.ready.Store(true)
 	g.warnOpenAdmin() // before "gateway listening", which tools wait for
