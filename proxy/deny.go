@@ -22,7 +22,7 @@ import (
 // as "error" in the JSON body, and logged.
 type Code string
 
-// The codes of SPEC §5. Each is documented in the README.
+// The codes of a refusal. Each is documented in the README ("Denials").
 const (
 	CodeAllowlist           Code = "blocked-by-allowlist"
 	CodeAddressPolicy       Code = "blocked-by-address-policy"
