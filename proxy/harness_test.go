@@ -70,22 +70,17 @@ func (b *logBuffer) decisions(t *testing.T) []map[string]any {
 	return out
 }
 
-// waitDecisions waits (bounded) until n decision lines were written: a
+// waitDecisions waits (bounded) for the n-th decision line: a
 // line is written when its request ends, which can be just after the
 // client has read the response.
 func (b *logBuffer) waitDecisions(t *testing.T, n int) []map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		d := b.decisions(t)
-		if len(d) >= n || time.Now().After(deadline) {
-			if len(d) != n {
-				t.Fatalf("want %d decision lines, got %d:\n%s", n, len(d), b.String())
-			}
-			return d
-		}
-		time.Sleep(5 * time.Millisecond)
+	var d []map[string]any
+	b.Wait(t, 5*time.Second, func(string) bool { d = b.decisions(t); return len(d) >= n })
+	if len(d) != n {
+		t.Fatalf("want %d decision lines, got %d:\n%s", n, len(d), b.String())
 	}
+	return d
 }
 
 // gateway is a proxy under test, serving on loopback.
