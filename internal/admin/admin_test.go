@@ -476,12 +476,7 @@ func TestReloadWaitAbandoned(t *testing.T) {
 	}
 
 	// Let the server see the client go before the first reload ends.
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(f.log.String(), `"status":503`); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the abandoned reload was never answered 503:\n%s", f.log.String())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	f.log.Wait(t, 5*time.Second, func(s string) bool { return strings.Contains(s, `"status":503`) })
 	close(release)
 	if s := <-first; s != 200 {
 		t.Fatalf("first reload: %d", s)

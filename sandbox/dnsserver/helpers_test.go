@@ -29,10 +29,12 @@ type fakeResolver struct {
 	hang    map[string]bool         // "name."
 	delay   time.Duration           // every lookup takes this long
 	calls   []string                // "ip4 name."
+	// started gets a value (when it has room) as each lookup begins.
+	started chan struct{}
 }
 
 func newFakeResolver() *fakeResolver {
-	return &fakeResolver{answers: map[string][]netip.Addr{}, hang: map[string]bool{}}
+	return &fakeResolver{answers: map[string][]netip.Addr{}, hang: map[string]bool{}, started: make(chan struct{}, 1)}
 }
 
 // set gives name (rooted) the addresses, split by family.
@@ -56,6 +58,10 @@ func (f *fakeResolver) LookupNetIP(ctx context.Context, network, host string) ([
 	addrs, ok := f.answers[k]
 	hang, delay := f.hang[host], f.delay
 	f.mu.Unlock()
+	select {
+	case f.started <- struct{}{}:
+	default:
+	}
 	if delay > 0 {
 		select {
 		case <-time.After(delay):

@@ -311,8 +311,10 @@ func TestShutdownDuringLookup(t *testing.T) {
 	if _, err := c.Write(b); err != nil {
 		t.Fatal(err)
 	}
-	for len(res.Calls()) == 0 {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-res.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the query never reached the resolver")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
