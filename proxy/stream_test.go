@@ -303,14 +303,15 @@ func wsExchange(t *testing.T, c net.Conn, target, host string, up *upstream) {
 func checkWSDecision(t *testing.T, env *mitmEnv, mode string) {
 	t.Helper()
 	var lines []map[string]any
-	for deadline := time.Now().Add(5 * time.Second); len(lines) == 0 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+	env.gw.logs.Wait(t, 5*time.Second, func(string) bool {
+		lines = lines[:0]
 		for _, l := range env.gw.logs.decisions(t) {
 			if l["mode"] == mode {
 				lines = append(lines, l)
 			}
 		}
-	}
+		return len(lines) > 0
+	})
 	if len(lines) != 1 {
 		t.Fatalf("%d decision lines of mode %s, want 1: %v", len(lines), mode, lines)
 	}
