@@ -32,14 +32,37 @@ type AddrPolicy struct {
 	exempt []netip.AddrPort
 }
 
-// BlockedError is the error of a refused dial.
+// BlockedError is the error of a refused address. Check leaves Host empty;
+// a caller that judged a host name's answers sets it, and the text then
+// names the host too.
 type BlockedError struct {
+	// Host is the host name or IP literal asked for, or empty.
+	Host string
+	// Addr is the refused address. It is invalid when Host is refused for
+	// its name alone (localhost), before any lookup.
 	Addr  netip.Addr
 	Class Class
 }
 
 func (e *BlockedError) Error() string {
-	return fmt.Sprintf("address %s is %s", e.Addr, e.Class)
+	switch {
+	case e.Host == "":
+		return fmt.Sprintf("address %s is %s", e.Addr, e.Class)
+	case !e.Addr.IsValid():
+		return fmt.Sprintf("%s names %s", e.Host, e.Class.phrase())
+	case e.Host != e.Addr.String():
+		return fmt.Sprintf("%s resolves to %s, which is %s", e.Host, e.Addr, e.Class.phrase())
+	}
+	return fmt.Sprintf("%s is %s", e.Host, e.Class.phrase())
+}
+
+// phrase is the class as the object of "is": "a private address", "the
+// gateway's own address".
+func (c Class) phrase() string {
+	if c == ClassOwn {
+		return c.String()
+	}
+	return "a " + c.String() + " address"
 }
 
 // NewAddrPolicy checks and copies its options.

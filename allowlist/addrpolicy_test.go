@@ -140,6 +140,23 @@ func TestBlockedErrorText(t *testing.T) {
 	}
 }
 
+// A caller that judged a host's answers names the host in the error.
+func TestBlockedErrorNamesHost(t *testing.T) {
+	for _, tc := range []struct {
+		err  BlockedError
+		want string
+	}{
+		{BlockedError{Host: "db.test", Addr: netip.MustParseAddr("10.0.0.1"), Class: ClassPrivate}, "db.test resolves to 10.0.0.1, which is a private address"},
+		{BlockedError{Host: "10.0.0.1", Addr: netip.MustParseAddr("10.0.0.1"), Class: ClassPrivate}, "10.0.0.1 is a private address"},
+		{BlockedError{Host: "gw.test", Addr: netip.MustParseAddr("192.0.2.1"), Class: ClassOwn}, "gw.test resolves to 192.0.2.1, which is the gateway's own address"},
+		{BlockedError{Host: "localhost", Class: ClassLoopback}, "localhost names a loopback address"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
 func TestCheckAllowDoesNotAllocate(t *testing.T) {
 	p, err := NewAddrPolicy(AddrPolicyOptions{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
 	if err != nil {

@@ -43,7 +43,7 @@ const errStar = `"*" is only allowed as a whole leading label ("*.example.com") 
 //   - "*.com" is allowed: the operator asked for it, and it is no wider
 //     than "*", which is allowed too.
 //   - A wildcard over an IP address ("*.10.1.2.3") is an error: addresses
-//     have no subdomains, and SPEC §2 says IP literals never match wildcards.
+//     have no subdomains, and IP literals never match wildcards.
 //   - "localhost" parses; the address policy blocks it whatever the list says.
 //
 // Errors are sentences a user can act on, with the fix where there is one.

@@ -107,9 +107,9 @@ func (p *Policy) Entries() []Entry {
 	return append([]Entry(nil), p.entries...)
 }
 
-// Decide matches a host normalised by NormalizeHost. Precedence is that of
-// SPEC §2: an exact entry, then the longest (most specific) wildcard, then
-// "*". "*.x.com" matches every depth below x.com but never x.com itself. An
+// Decide matches a host normalised by NormalizeHost. Precedence (README,
+// "The allowlist"): an exact entry, then the longest (most specific)
+// wildcard, then "*". "*.x.com" matches every depth below x.com but never x.com itself. An
 // IP literal matches only an entry naming that literal, or "*". The empty
 // host matches nothing.
 //

@@ -92,8 +92,8 @@ func TestDecide(t *testing.T) {
 }
 
 // New refuses wildcards over IP addresses, so this guard in Decide cannot be
-// reached through the API; it is checked white-box because it is what SPEC
-// §2 promises ("an IP literal never matches a wildcard").
+// reached through the API; it is checked white-box because it is what the
+// allowlist promises ("an IP literal never matches a wildcard").
 func TestDecideIPLiteralNeverMatchesWildcard(t *testing.T) {
 	p, err := New([]string{"*.example.com"})
 	if err != nil {

@@ -2,7 +2,7 @@
 
 // Command bench is hookgate's load benchmark: it runs each scenario against
 // the gateway and against a direct connection to the same upstream, in one
-// run, and prints proxied/direct ratios next to the targets of issue 2.
+// run, and prints proxied/direct ratios next to the project's speed targets.
 //
 //	go run ./bench -gateway /tmp/gw
 //

@@ -24,7 +24,7 @@ import (
 	"time"
 )
 
-// The token-injection figures of issue 3 ("Speed"): MITM with injection
+// The token-injection figures: MITM with injection
 // against a direct TLS connection to the same upstream, keep-alive and a new
 // connection per request (cached leaf); 1 GiB downloads through an opaque
 // tunnel, through MITM with a literal transform (no secret, so no scrubber)

@@ -33,7 +33,7 @@ import (
 	"github.com/miekg/dns"
 )
 
-// The soak of issue 6 ("Speed and load"): operations mixed allowed, injected
+// The soak: operations mixed allowed, injected
 // and denied, driven at the per-client connection limit, once without and
 // once with a config reload every second; errors beyond the intended
 // denials, p50/p99 of both runs and their p99 ratio, and the gateway's

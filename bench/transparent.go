@@ -21,7 +21,7 @@ import (
 	"github.com/miekg/dns"
 )
 
-// The transparent-mode figures of issue 5 ("Speed"): a 1 GiB TLS download
+// The transparent-mode figures: a 1 GiB TLS download
 // and new connections per second through `gateway sandbox exec` against
 // the same client straight to the upstream, and the time the sandbox's DNS
 // server takes to answer an allowlisted name from its cache. See

@@ -262,6 +262,3 @@ func readKey(keyFile string) (crypto.Signer, error) {
 
 // CertPEM returns the CA certificate, PEM-encoded: what sandboxes trust.
 func (c *CA) CertPEM() []byte { return bytes.Clone(c.certPEM) }
-
-// Certificate returns the parsed CA certificate. Do not modify it.
-func (c *CA) Certificate() *x509.Certificate { return c.cert }

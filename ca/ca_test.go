@@ -58,7 +58,7 @@ func TestInit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert := c.Certificate()
+	cert := c.cert
 	if !strings.HasPrefix(cert.Subject.CommonName, "hookgate CA ") || len(cert.Subject.CommonName) != len("hookgate CA ")+8 {
 		t.Errorf("CN %q", cert.Subject.CommonName)
 	}
@@ -225,7 +225,7 @@ func TestLeafChains(t *testing.T) {
 		t.Fatalf("tls.Certificate %+v", cert)
 	}
 	ours := x509.NewCertPool()
-	ours.AddCert(c.Certificate())
+	ours.AddCert(c.cert)
 	if err := verify(leaf, "api.example.com", ours); err != nil {
 		t.Errorf("does not chain to our CA: %v", err)
 	}
@@ -233,7 +233,7 @@ func TestLeafChains(t *testing.T) {
 		t.Error("valid for another name")
 	}
 	theirs := x509.NewCertPool()
-	theirs.AddCert(other.Certificate())
+	theirs.AddCert(other.cert)
 	if err := verify(leaf, "api.example.com", theirs); err == nil {
 		t.Error("chains to another CA")
 	}
@@ -280,7 +280,7 @@ func TestLeafIP(t *testing.T) {
 	c := newTestCA(t)
 	lc := NewLeafCache(c, 0)
 	pool := x509.NewCertPool()
-	pool.AddCert(c.Certificate())
+	pool.AddCert(c.cert)
 	for host, want := range map[string]string{"203.0.113.7": "203.0.113.7", "[2001:db8::1]": "2001:db8::1", "::ffff:192.0.2.1": "192.0.2.1"} {
 		cert, err := lc.Get(host)
 		if err != nil {
@@ -304,7 +304,7 @@ func TestLeafBadHosts(t *testing.T) {
 			t.Errorf("Get(%q) succeeded", h)
 		}
 	}
-	if lc.Len() != 0 {
+	if lc.leaves.Len() != 0 {
 		t.Error("bad hosts cached")
 	}
 }
@@ -320,8 +320,8 @@ func TestLeafCacheHitAndLRU(t *testing.T) {
 	lc.Get("c.example")
 	lc.Get("a.example") // a is now the most recent; b the least
 	lc.Get("d.example") // evicts b
-	if lc.Len() != 3 {
-		t.Fatalf("Len = %d", lc.Len())
+	if lc.leaves.Len() != 3 {
+		t.Fatalf("Len = %d", lc.leaves.Len())
 	}
 	mints := lc.mints.Load()
 	if a3, _ := lc.Get("a.example"); a3 != a1 || lc.mints.Load() != mints {
@@ -333,11 +333,8 @@ func TestLeafCacheHitAndLRU(t *testing.T) {
 	for i := range 50 {
 		lc.Get(fmt.Sprintf("h%d.example", i))
 	}
-	if lc.Len() != 3 {
-		t.Fatalf("Len = %d after many hosts", lc.Len())
-	}
-	if NewLeafCache(newTestCA(t), 0).size != DefaultLeafCacheSize {
-		t.Error("zero size is not the default")
+	if lc.leaves.Len() != 3 {
+		t.Fatalf("Len = %d after many hosts", lc.leaves.Len())
 	}
 }
 
@@ -382,7 +379,7 @@ func TestLeafRenewsNearExpiry(t *testing.T) {
 	}
 	now = now.Add(2 * time.Minute) // < 1h left
 	second, _ := lc.Get("x.example")
-	if second == first || lc.Len() != 1 || lc.mints.Load() != 2 {
+	if second == first || lc.leaves.Len() != 1 || lc.mints.Load() != 2 {
 		t.Errorf("not reminted near expiry: mints %d", lc.mints.Load())
 	}
 }
@@ -390,15 +387,15 @@ func TestLeafRenewsNearExpiry(t *testing.T) {
 func TestLeafNotAfterCappedByCA(t *testing.T) {
 	c := newTestCA(t)
 	lc := NewLeafCache(c, 0)
-	lc.now = func() time.Time { return c.Certificate().NotAfter.Add(-3 * time.Hour) }
+	lc.now = func() time.Time { return c.cert.NotAfter.Add(-3 * time.Hour) }
 	cert, err := lc.Get("x.example")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cert.Leaf.NotAfter.Equal(c.Certificate().NotAfter) {
-		t.Errorf("leaf NotAfter %v, CA %v", cert.Leaf.NotAfter, c.Certificate().NotAfter)
+	if !cert.Leaf.NotAfter.Equal(c.cert.NotAfter) {
+		t.Errorf("leaf NotAfter %v, CA %v", cert.Leaf.NotAfter, c.cert.NotAfter)
 	}
-	lc.now = func() time.Time { return c.Certificate().NotAfter.Add(time.Second) }
+	lc.now = func() time.Time { return c.cert.NotAfter.Add(time.Second) }
 	if _, err := lc.Get("y.example"); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("err = %v", err)
 	}
@@ -413,8 +410,8 @@ func TestLeafRetain(t *testing.T) {
 	}
 	var seen []string
 	lc.Retain(func(h string) bool { seen = append(seen, h); return strings.HasSuffix(h, "keep.example") })
-	if lc.Len() != 2 || len(seen) != 4 {
-		t.Fatalf("Len = %d, seen %v", lc.Len(), seen)
+	if lc.leaves.Len() != 2 || len(seen) != 4 {
+		t.Fatalf("Len = %d, seen %v", lc.leaves.Len(), seen)
 	}
 	mints := lc.mints.Load()
 	lc.Get("keep.example")
@@ -454,26 +451,27 @@ func BenchmarkLeafCacheHit(b *testing.B) {
 	})
 }
 
-// TestLeafMemory reports the heap held per cached leaf (run with -v).
-func TestLeafMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow")
-	}
+// BenchmarkLeafMemory reports the heap held per cached leaf, as the
+// bytes/leaf metric.
+func BenchmarkLeafMemory(b *testing.B) {
 	const n = 1000
-	lc := NewLeafCache(newTestCA(t), n)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i := range n {
-		if _, err := lc.Get(fmt.Sprintf("host-%04d.subdomain.example.com", i)); err != nil {
-			t.Fatal(err)
+	c := newTestCA(b)
+	for b.Loop() {
+		lc := NewLeafCache(c, n)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range n {
+			if _, err := lc.Get(fmt.Sprintf("host-%04d.subdomain.example.com", i)); err != nil {
+				b.Fatal(err)
+			}
 		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if lc.leaves.Len() != n {
+			b.Fatalf("Len = %d", lc.leaves.Len())
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/leaf")
+		runtime.KeepAlive(lc)
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if lc.Len() != n {
-		t.Fatalf("Len = %d", lc.Len())
-	}
-	t.Logf("heap per cached leaf: ~%d bytes", (after.HeapAlloc-before.HeapAlloc)/n)
-	runtime.KeepAlive(lc)
 }

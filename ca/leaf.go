@@ -1,7 +1,6 @@
 package ca
 
 import (
-	"container/list"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,17 +12,17 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 )
 
 const (
-	// DefaultLeafCacheSize is the LeafCache bound when NewLeafCache is given
+	// defaultLeafCacheSize is the LeafCache bound when NewLeafCache is given
 	// zero (or less).
-	DefaultLeafCacheSize = 1024
+	defaultLeafCacheSize = 1024
 
 	leafValidity = 24 * time.Hour
 	leafBackdate = time.Hour // tolerates sandbox clocks a little behind
@@ -35,30 +34,24 @@ const (
 // Gets for the same host (a burst of handshakes) mint once. A leaf is reminted
 // when it is within an hour of expiry. Safe for concurrent use.
 type LeafCache struct {
-	ca   *CA
-	size int
-	now  func() time.Time // for tests; time.Now otherwise
+	ca  *CA
+	now func() time.Time // for tests; time.Now otherwise
 
 	flight singleflight.Group
 	mints  atomic.Int64 // leaves minted, for tests and metrics
 
-	mu    sync.Mutex
-	lru   *list.List               // of *leafEntry, most recent first
-	hosts map[string]*list.Element // host → element of lru
+	leaves *lru.Cache[string, *tls.Certificate] // normalised host → leaf
 }
 
-type leafEntry struct {
-	host string
-	cert *tls.Certificate
-}
-
-// NewLeafCache returns a cache of at most size leaves (DefaultLeafCacheSize
+// NewLeafCache returns a cache of at most size leaves (defaultLeafCacheSize
 // if size ≤ 0) signed by c.
 func NewLeafCache(c *CA, size int) *LeafCache {
 	if size <= 0 {
-		size = DefaultLeafCacheSize
+		size = defaultLeafCacheSize
 	}
-	return &LeafCache{ca: c, size: size, now: time.Now, lru: list.New(), hosts: make(map[string]*list.Element)}
+	// lru.New fails only for a size below one, excluded above.
+	leaves, _ := lru.New[string, *tls.Certificate](size)
+	return &LeafCache{ca: c, now: time.Now, leaves: leaves}
 }
 
 // Get returns a certificate for host: a DNS name (any case, one trailing
@@ -93,58 +86,27 @@ func (l *LeafCache) Get(host string) (*tls.Certificate, error) {
 
 // lookup returns the cached, still fresh leaf for key and marks it used.
 func (l *LeafCache) lookup(key string) *tls.Certificate {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	el, ok := l.hosts[key]
-	if !ok {
-		return nil
+	cert, ok := l.leaves.Get(key)
+	if !ok || !l.now().Before(cert.Leaf.NotAfter.Add(-leafRenew)) {
+		return nil // missing or stale: the caller mints one and replaces it
 	}
-	e := el.Value.(*leafEntry)
-	if !l.now().Before(e.cert.Leaf.NotAfter.Add(-leafRenew)) {
-		return nil // stale: the caller remints and replaces it
-	}
-	l.lru.MoveToFront(el)
-	return e.cert
+	return cert
 }
 
 func (l *LeafCache) store(key string, cert *tls.Certificate) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if el, ok := l.hosts[key]; ok {
-		el.Value.(*leafEntry).cert = cert
-		l.lru.MoveToFront(el)
-		return
-	}
-	l.hosts[key] = l.lru.PushFront(&leafEntry{host: key, cert: cert})
-	for l.lru.Len() > l.size {
-		oldest := l.lru.Back()
-		l.lru.Remove(oldest)
-		delete(l.hosts, oldest.Value.(*leafEntry).host)
-	}
+	l.leaves.Add(key, cert)
 }
 
 // Retain drops the cached leaves whose host no longer qualifies, e.g. after
 // a reload removed its allowlist entry. keep is called with the host as
-// normalised by Get, under the cache's lock: it must not call the cache.
-// A Get already minting when Retain runs may still add its leaf.
+// normalised by Get. A Get already minting when Retain runs may still add
+// its leaf.
 func (l *LeafCache) Retain(keep func(host string) bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for el := l.lru.Front(); el != nil; {
-		next := el.Next()
-		if e := el.Value.(*leafEntry); !keep(e.host) {
-			l.lru.Remove(el)
-			delete(l.hosts, e.host)
+	for _, host := range l.leaves.Keys() {
+		if !keep(host) {
+			l.leaves.Remove(host)
 		}
-		el = next
 	}
-}
-
-// Len returns the number of cached leaves.
-func (l *LeafCache) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lru.Len()
 }
 
 // mint creates a leaf for the normalised host (ip valid for an IP literal).

@@ -24,6 +24,8 @@ import (
 	"github.com/vishvananda/netns"
 
 	hgnetns "github.com/hookgate/hookgate/sandbox/netns"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 // Helpers of TestComposeTopology (compose_test.go).
@@ -235,7 +237,7 @@ func runInNetns(t *testing.T, ip, ns string, env []string, dir string, d time.Du
 	cmd.Dir = dir
 	cmd.WaitDelay = 5 * time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var stdout, stderr syncBuffer
+	var stdout, stderr testlog.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	res := nsResult{stdout: stdout.String(), stderr: stderr.String()}

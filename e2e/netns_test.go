@@ -12,12 +12,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 // cmdTimeout bounds every setup command (ip ...).
@@ -181,30 +182,12 @@ func setupNetns(t *testing.T, ip string) *topology {
 	return topo
 }
 
-// syncBuffer is an io.Writer safe to read while a process writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // proc is a long-running process the test started; t.Cleanup kills it.
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *testlog.Buffer
+	stderr *testlog.Buffer
 	done   chan struct{}
 	err    error // valid after done is closed
 }
@@ -236,7 +219,7 @@ func (p *proc) wait(d time.Duration) bool {
 // of it is closed once the process has started.
 func startIn(t *testing.T, ip, ns, name string, env []string, stdin *os.File, argv ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, stdout: &testlog.Buffer{}, stderr: &testlog.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(ip, append([]string{"netns", "exec", ns}, argv...)...)
 	p.cmd.Env = env
 	p.cmd.Stdout = p.stdout

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 // sandboxSecret is the token the gateway injects; the sandbox never has it.
@@ -532,7 +534,7 @@ func (h *sandboxHarness) execWith(t *testing.T, flags []string, argv ...string) 
 	cmd.Env = h.gatewayEnv()
 	cmd.WaitDelay = 5 * time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var stdout, stderr syncBuffer
+	var stdout, stderr testlog.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	res := sandboxResult{stdout: stdout.String(), stderr: stderr.String()}

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/hookgate/hookgate/internal/roots"
 	"golang.org/x/net/http/httpproxy"
 )
 
@@ -120,18 +121,9 @@ func New(opts Options) (*Client, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
-	if opts.CAFile != "" {
-		pem, err := os.ReadFile(opts.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("hookhttp: ca file: %w", err)
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("hookhttp: ca file %s: no PEM certificate found", opts.CAFile)
-		}
+	pool := roots.System()
+	if err := roots.AddFile(pool, opts.CAFile); err != nil {
+		return nil, fmt.Errorf("hookhttp: ca file: %w", err)
 	}
 
 	var proxy func(*http.Request) (*url.URL, error)

@@ -1,7 +1,6 @@
 package hooks
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -9,8 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,41 +16,12 @@ import (
 
 	"github.com/hookgate/hookgate/hookhttp"
 	"github.com/hookgate/hookgate/internal/srcpos"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// logBuffer collects zerolog JSON lines safely.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the decoded log lines.
-func (b *logBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("log line is not JSON: %q", l)
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // env is a root and a workspace directory for one test.
@@ -100,10 +68,10 @@ func (e env) load(t *testing.T) (*Hooks, srcpos.Errors) {
 }
 
 // runner loads e and returns a runner logging into the returned buffer.
-func (e env) runner(t *testing.T, opts RunnerOptions) (*Runner, *logBuffer) {
+func (e env) runner(t *testing.T, opts RunnerOptions) (*Runner, *testlog.Buffer) {
 	t.Helper()
 	h, _ := e.load(t)
-	lb := &logBuffer{}
+	lb := &testlog.Buffer{}
 	opts.Logger = zerolog.New(lb)
 	return NewRunner(h, opts), lb
 }

@@ -88,7 +88,7 @@ func TestHTTPOutcomes(t *testing.T) {
 				if tc.outcome == OutcomeDeny && d.Reason != "not today" {
 					t.Errorf("reason = %q", d.Reason)
 				}
-				l := logs.lines(t)[0]
+				l := logs.Lines(t)[0]
 				if l[fieldOutcome] != string(tc.outcome) || l[fieldHandlerType] != "http" || l[fieldHandler] != tc.url {
 					t.Errorf("log line = %v", l)
 				}

@@ -141,7 +141,7 @@ func TestReferenceExamples(t *testing.T) {
 	})
 
 	// Every handler run left exactly one line with the required fields.
-	for _, l := range logs.lines(t) {
+	for _, l := range logs.Lines(t) {
 		for _, f := range []string{fieldEvent, fieldTool, fieldGroup, fieldHandler, fieldOutcome, fieldDetail, fieldDuration} {
 			if _, ok := l[f]; !ok {
 				t.Errorf("log line lacks %q: %v", f, l)

@@ -74,7 +74,7 @@ func TestCommandOutcomes(t *testing.T) {
 				if wantDeny && !strings.Contains(d.Reason, string(tc.outcome)) {
 					t.Errorf("reason %q does not name the failure %s", d.Reason, tc.outcome)
 				}
-				lines := logs.lines(t)
+				lines := logs.Lines(t)
 				if len(lines) != 1 {
 					t.Fatalf("log lines = %d, want 1", len(lines))
 				}
@@ -303,7 +303,7 @@ func TestOrderAndReasons(t *testing.T) {
 	if got := strings.Join(order, " "); got != "r1:deny r1:allow w1:deny w2:allow w2:deny" {
 		t.Errorf("order = %s", got)
 	}
-	if n := len(logs.lines(t)); n != 5 {
+	if n := len(logs.Lines(t)); n != 5 {
 		t.Errorf("log lines = %d", n)
 	}
 	// Post: every handler runs, output ignored, never deny.
@@ -351,7 +351,7 @@ func TestChainDeadline(t *testing.T) {
 	if !strings.Contains(d.Results[0].Detail, "deadline of the hook chain") {
 		t.Errorf("detail = %q", d.Results[0].Detail)
 	}
-	if n := len(logs.lines(t)); n != 2 {
+	if n := len(logs.Lines(t)); n != 2 {
 		t.Errorf("log lines = %d", n)
 	}
 }

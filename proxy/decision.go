@@ -13,7 +13,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Field names of the decision line, defined once (SPEC §3).
+// Field names of the decision line, defined once (README, "The decision
+// line").
 const (
 	fieldClient      = "client"
 	fieldHost        = "host"

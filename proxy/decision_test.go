@@ -36,42 +36,6 @@ func (r *records) all() []Record {
 	return append([]Record(nil), r.list...)
 }
 
-// scriptedUpstream is a TCP origin that reads one request header and then does
-// what serve says with the connection, for failures no HTTP server makes.
-func scriptedUpstream(t *testing.T, serve func(c *net.TCPConn, br *bufio.Reader)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; i < 16; i++ {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				serve(c.(*net.TCPConn), bufio.NewReader(c))
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-// reset closes a connection with a TCP RST instead of a FIN.
-func reset(c *net.TCPConn) {
-	_ = c.SetLinger(0)
-	_ = c.Close()
-}
-
 // readHeader reads a request header block.
 func readHeader(br *bufio.Reader) {
 	for i := 0; i < 100; i++ {
@@ -105,7 +69,8 @@ func checkLine(t *testing.T, line map[string]any, want map[string]any) {
 // observer (metrics) hears the same.
 func TestUpstreamResetMidBody(t *testing.T) {
 	cut := make(chan struct{}) // the client has the status: reset now
-	up := scriptedUpstream(t, func(c *net.TCPConn, br *bufio.Reader) {
+	raw := newRawUpstream(t, nil)
+	raw.serve(func(c net.Conn, br *bufio.Reader) {
 		readHeader(br)
 		// More than the gateway buffers, so the status reaches the client.
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n"+strings.Repeat("x", 64<<10))
@@ -115,6 +80,7 @@ func TestUpstreamResetMidBody(t *testing.T) {
 		}
 		reset(c)
 	})
+	up := raw.addr()
 	var recs records
 	gw := startGateway(t, gatewayConfig{allow: []string{"*"}, exempt: []string{up}, observer: recs.observer()})
 	resp, err := gw.client(t, nil).Get("http://" + up + "/")
@@ -140,10 +106,12 @@ func TestUpstreamResetMidBody(t *testing.T) {
 // TestTunnelUpstreamReset: an upstream that resets an opaque tunnel after
 // the ClientHello makes the tunnel's line an error, not an allow.
 func TestTunnelUpstreamReset(t *testing.T) {
-	up := scriptedUpstream(t, func(c *net.TCPConn, br *bufio.Reader) {
+	raw := newRawUpstream(t, nil)
+	raw.serve(func(c net.Conn, br *bufio.Reader) {
 		_, _ = br.ReadByte() // the ClientHello has arrived
 		reset(c)
 	})
+	up := raw.addr()
 	_, port, _ := net.SplitHostPort(up)
 	gw := startGateway(t, gatewayConfig{allow: []string{"reset.test"}, exempt: []string{up},
 		names: map[string][]string{"reset.test": {"127.0.0.1"}}})
@@ -305,7 +273,7 @@ func TestMITMUpstreamResetMidBody(t *testing.T) {
 		}
 		_, _ = bufrw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + strings.Repeat("x", 64<<10))
 		_ = bufrw.Flush()
-		reset(conn.(*tls.Conn).NetConn().(*net.TCPConn))
+		reset(conn.(*tls.Conn).NetConn())
 	}, func(gc *gatewayConfig) { tunnels.observe(&gc.observer) })
 	c := env.client(t)
 	// The client sees the status and a cut body, or, when the reset came

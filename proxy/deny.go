@@ -22,7 +22,7 @@ import (
 // as "error" in the JSON body, and logged.
 type Code string
 
-// The codes of SPEC §5. Each is documented in the README.
+// The codes of a refusal. Each is documented in the README ("Denials").
 const (
 	CodeAllowlist           Code = "blocked-by-allowlist"
 	CodeAddressPolicy       Code = "blocked-by-address-policy"
@@ -130,7 +130,7 @@ func (d *denial) setHeaders(h http.Header, n int) {
 func classifyUpstream(err error, host string) *denial {
 	var (
 		d       *denial
-		blocked *BlockedError
+		blocked *allowlist.BlockedError
 		pinned  *PinnedError
 		resolve *ResolveError
 		recErr  tls.RecordHeaderError

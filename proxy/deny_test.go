@@ -32,7 +32,7 @@ func TestClassifyUpstream(t *testing.T) {
 		code   Code
 		reason string
 	}{
-		{"blocked", &BlockedError{Host: host, Addr: netip.MustParseAddr("10.0.0.1"), Class: allowlist.ClassPrivate},
+		{"blocked", &allowlist.BlockedError{Host: host, Addr: netip.MustParseAddr("10.0.0.1"), Class: allowlist.ClassPrivate},
 			403, CodeAddressPolicy, "api.example.com resolves to 10.0.0.1, which is a private address"},
 		{"pinned", &PinnedError{Host: host, Addr: netip.MustParseAddr("192.0.2.7")},
 			403, CodeAddressPolicy, "api.example.com resolves to 192.0.2.7, outside the addresses its allowlist entry allows"},

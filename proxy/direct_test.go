@@ -24,6 +24,25 @@ func countConns(n *atomic.Int32) func(*http.Server) {
 	}
 }
 
+// signalClosed sends on closed (if it has room) whenever the upstream
+// closes a connection, after whatever ConnState hook was set before it.
+func signalClosed(closed chan<- struct{}) func(*http.Server) {
+	return func(srv *http.Server) {
+		prev := srv.ConnState
+		srv.ConnState = func(c net.Conn, s http.ConnState) {
+			if prev != nil {
+				prev(c, s)
+			}
+			if s == http.StateClosed {
+				select {
+				case closed <- struct{}{}:
+				default: // nobody waits for this one
+				}
+			}
+		}
+	}
+}
+
 // keepAliveClient sends requests one after the other on one connection to
 // the gateway and reads each response.
 type keepAliveClient struct {
@@ -83,15 +102,20 @@ func TestForwardReusesUpstreamConnection(t *testing.T) {
 // connection; the next request (no body) is sent again on a fresh one.
 func TestForwardRetriesStaleUpstream(t *testing.T) {
 	var conns atomic.Int32
+	closed := make(chan struct{}, 8)
 	up := newUpstream(t, false, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, r.URL.Path) },
-		countConns(&conns), func(srv *http.Server) { srv.IdleTimeout = 50 * time.Millisecond })
+		countConns(&conns), signalClosed(closed), func(srv *http.Server) { srv.IdleTimeout = 50 * time.Millisecond })
 	gw := startGateway(t, gatewayConfig{allow: []string{"*"}, exempt: []string{up.hostPort()}})
 	k := newKeepAliveClient(t, gw)
 	target := "http://" + up.hostPort()
 	if _, body := k.do("GET " + target + "/first HTTP/1.1\r\nHost: x\r\n\r\n"); body != "/first" {
 		t.Fatalf("first: %q", body)
 	}
-	time.Sleep(300 * time.Millisecond) // the upstream closes the idle connection
+	select { // the upstream closes the idle connection
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream did not close the idle connection")
+	}
 	if resp, body := k.do("GET " + target + "/second HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 200 || body != "/second" {
 		t.Fatalf("after the upstream closed its side: %d %q", resp.StatusCode, body)
 	}

@@ -11,13 +11,8 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/internal/resolve"
 )
-
-// Resolver looks up the addresses of a host name. *net.Resolver satisfies it;
-// tests supply a fixed table.
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
 
 // Guard is the one dialer every upstream connection goes through: plain HTTP,
 // CONNECT tunnels and (later) MITM. It resolves a name, judges every address
@@ -26,7 +21,7 @@ type Resolver interface {
 // no window.
 type Guard struct {
 	// Resolver resolves names. If nil, net.DefaultResolver is used.
-	Resolver Resolver
+	Resolver resolve.Resolver
 	// Addrs judges each address. It must not be nil.
 	Addrs *allowlist.AddrPolicy
 	// ResolveTimeout bounds one lookup. If zero, 5s.
@@ -47,31 +42,6 @@ type Target struct {
 	Host  string // normalised host name or IP literal
 	Port  uint16
 	Addrs []netip.Addr
-}
-
-// BlockedError reports that a host resolved to (or is) an address the policy
-// refuses.
-type BlockedError struct {
-	Host  string
-	Addr  netip.Addr
-	Class allowlist.Class
-}
-
-func (e *BlockedError) Error() string {
-	if e.Addr.IsValid() && e.Host != e.Addr.String() {
-		return fmt.Sprintf("%s resolves to %s, which is %s", e.Host, e.Addr, classPhrase(e.Class))
-	}
-	if !e.Addr.IsValid() {
-		return fmt.Sprintf("%s names %s", e.Host, classPhrase(e.Class))
-	}
-	return fmt.Sprintf("%s is %s", e.Host, classPhrase(e.Class))
-}
-
-func classPhrase(c allowlist.Class) string {
-	if c == allowlist.ClassOwn {
-		return c.String()
-	}
-	return "a " + c.String() + " address"
 }
 
 // PinnedError reports that a host resolved to (or is) an address outside
@@ -117,7 +87,7 @@ func (g *Guard) Resolve(ctx context.Context, host string, ip netip.Addr, port ui
 		t.Addrs = []netip.Addr{ip}
 	} else {
 		if allowlist.IsLocalhostName(host) {
-			return Target{}, &BlockedError{Host: host, Class: allowlist.ClassLoopback}
+			return Target{}, &allowlist.BlockedError{Host: host, Class: allowlist.ClassLoopback}
 		}
 		ctx, cancel := context.WithTimeout(ctx, durationOr(g.ResolveTimeout, 5*time.Second))
 		addrs, err := g.resolver().LookupNetIP(ctx, "ip", host)
@@ -132,7 +102,7 @@ func (g *Guard) Resolve(ctx context.Context, host string, ip netip.Addr, port ui
 	}
 	for _, a := range t.Addrs {
 		if class, err := g.Addrs.Check(netip.AddrPortFrom(a, port)); err != nil {
-			return Target{}, &BlockedError{Host: host, Addr: a, Class: class}
+			return Target{}, &allowlist.BlockedError{Host: host, Addr: a, Class: class}
 		}
 		if !g.pinned(a) {
 			return Target{}, &PinnedError{Host: host, Addr: a}
@@ -198,7 +168,7 @@ func (g *Guard) DialContext(ctx context.Context, _, addr string) (net.Conn, erro
 	return g.Dial(ctx, t)
 }
 
-func (g *Guard) resolver() Resolver {
+func (g *Guard) resolver() resolve.Resolver {
 	if g.Resolver != nil {
 		return g.Resolver
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"io"
 	"log"
@@ -23,6 +22,8 @@ import (
 
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 // staticResolver answers from a table; a name not in it does not exist.
@@ -54,30 +55,14 @@ func (r *staticResolver) looked(host string) bool {
 	return false
 }
 
-// logBuffer collects log lines from concurrent writers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+// logBuffer is the gateway's log, read back by decision line.
+type logBuffer struct{ testlog.Buffer }
 
 // decisions returns the parsed decision lines.
 func (b *logBuffer) decisions(t *testing.T) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line is not JSON: %q", sc.Text())
-		}
+	for _, m := range b.Lines(t) {
 		if m["message"] == "decision" {
 			out = append(out, m)
 		}
@@ -85,28 +70,17 @@ func (b *logBuffer) decisions(t *testing.T) []map[string]any {
 	return out
 }
 
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// waitDecisions waits (bounded) until n decision lines were written: a
+// waitDecisions waits (bounded) for the n-th decision line: a
 // line is written when its request ends, which can be just after the
 // client has read the response.
 func (b *logBuffer) waitDecisions(t *testing.T, n int) []map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		d := b.decisions(t)
-		if len(d) >= n || time.Now().After(deadline) {
-			if len(d) != n {
-				t.Fatalf("want %d decision lines, got %d:\n%s", n, len(d), b.String())
-			}
-			return d
-		}
-		time.Sleep(5 * time.Millisecond)
+	var d []map[string]any
+	b.Wait(t, 5*time.Second, func(string) bool { d = b.decisions(t); return len(d) >= n })
+	if len(d) != n {
+		t.Fatalf("want %d decision lines, got %d:\n%s", n, len(d), b.String())
 	}
+	return d
 }
 
 // gateway is a proxy under test, serving on loopback.

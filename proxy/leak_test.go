@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookgate/hookgate/admin"
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/internal/admin"
 	"github.com/hookgate/hookgate/transform"
 )
 
@@ -63,89 +63,6 @@ func assertNoLeak(t testing.TB, where, text string, forms map[string]string) {
 	}
 }
 
-// rawUpstream is an origin that answers with exact bytes, malformed on
-// purpose: it reads one request header, records it, writes what reply
-// makes of the request's Authorization value, and closes.
-type rawUpstream struct {
-	ln    net.Listener
-	reply atomic.Pointer[func(auth string) []byte]
-	mu    sync.Mutex
-	got   []string // raw request headers received
-	wg    sync.WaitGroup
-}
-
-// newRawUpstream listens on loopback, with TLS when cfg is set.
-func newRawUpstream(t testing.TB, cfg *tls.Config) *rawUpstream {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg != nil {
-		ln = tls.NewListener(ln, cfg)
-	}
-	u := &rawUpstream{ln: ln}
-	u.wg.Add(1)
-	go u.serve()
-	t.Cleanup(func() { _ = ln.Close(); u.wg.Wait() })
-	return u
-}
-
-func (u *rawUpstream) setReply(f func(auth string) []byte) { u.reply.Store(&f) }
-
-func (u *rawUpstream) serve() {
-	defer u.wg.Done()
-	for {
-		c, err := u.ln.Accept()
-		if err != nil {
-			return
-		}
-		u.wg.Add(1)
-		go func() {
-			defer u.wg.Done()
-			u.answer(c)
-		}()
-	}
-}
-
-func (u *rawUpstream) answer(c net.Conn) {
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	br := bufio.NewReaderSize(io.LimitReader(c, 64<<10), 4096)
-	var head strings.Builder
-	auth := ""
-	for {
-		line, err := br.ReadString('\n')
-		head.WriteString(line)
-		if err != nil {
-			return
-		}
-		if name, value, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":"); ok && strings.EqualFold(name, "Authorization") {
-			auth = strings.TrimSpace(value)
-		}
-		if line == "\r\n" || line == "\n" {
-			break
-		}
-	}
-	u.mu.Lock()
-	u.got = append(u.got, head.String())
-	u.mu.Unlock()
-	if f := u.reply.Load(); f != nil {
-		_, _ = c.Write((*f)(auth))
-	}
-}
-
-func (u *rawUpstream) port() string {
-	_, p, _ := net.SplitHostPort(u.ln.Addr().String())
-	return p
-}
-
-func (u *rawUpstream) requests() []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return append([]string(nil), u.got...)
-}
-
 // leakEnv is a gateway that injects "Authorization: Bearer <secret>" for
 // telemetry.example.com (over HTTPS, and over plain HTTP too), a TLS and a
 // plain raw upstream, and the admin API's /v1/decisions fed from the
@@ -157,6 +74,25 @@ type leakEnv struct {
 	plainUp  *rawUpstream
 	clientCA *x509.CertPool // trusts the gateway's CA
 	adminURL string
+	// reply makes both upstreams' answer, exact bytes malformed on
+	// purpose, of the Authorization value they received.
+	reply atomic.Pointer[func(auth string) []byte]
+}
+
+func (e *leakEnv) setReply(f func(auth string) []byte) { e.reply.Store(&f) }
+
+// answer records the request head and writes what reply makes of it.
+func (e *leakEnv) answer(u *rawUpstream) func(net.Conn, *bufio.Reader) {
+	return func(c net.Conn, br *bufio.Reader) {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		u.record(rawRequest{method: r.Method, target: r.RequestURI, header: r.Header})
+		if f := e.reply.Load(); f != nil {
+			_, _ = c.Write((*f)(r.Header.Get("Authorization")))
+		}
+	}
 }
 
 func newLeakEnv(t testing.TB) *leakEnv {
@@ -172,6 +108,8 @@ func newLeakEnv(t testing.TB) *leakEnv {
 		},
 	})
 	e.plainUp = newRawUpstream(t, nil)
+	e.tlsUp.serve(e.answer(e.tlsUp))
+	e.plainUp.serve(e.answer(e.plainUp))
 	rules, err := transform.Compile([]transform.HeaderSpec{{Name: "Authorization", Value: "Bearer ${env:LEAK}"}},
 		transform.Options{LookupEnv: func(string) (string, bool) { return e.secret, true }})
 	if err != nil {
@@ -203,9 +141,7 @@ func newLeakEnv(t testing.TB) *leakEnv {
 	// may hold the secret.
 	t.Cleanup(func() {
 		if t.Failed() {
-			e.gw.logs.mu.Lock()
-			e.gw.logs.buf.Reset()
-			e.gw.logs.mu.Unlock()
+			e.gw.logs.Reset()
 			t.Log("the gateway's log is withheld: it may hold the secret")
 		}
 	})
@@ -316,9 +252,7 @@ func TestMalformedUpstreamRepliesDoNotLeak(t *testing.T) {
 	for _, path := range []string{"mitm", "https", "plain"} {
 		for name, template := range malformedReplies {
 			t.Run(path+"/"+name, func(t *testing.T) {
-				for _, u := range []*rawUpstream{e.tlsUp, e.plainUp} {
-					u.setReply(func(auth string) []byte { return expand(template, auth) })
-				}
+				e.setReply(func(auth string) []byte { return expand(template, auth) })
 				answer := e.exchange(t, path)
 				// A body that breaks after the header may end the
 				// connection with nothing more (the header not flushed).
@@ -332,10 +266,12 @@ func TestMalformedUpstreamRepliesDoNotLeak(t *testing.T) {
 	n := 3 * len(malformedReplies)
 	lines := e.gw.logs.waitDecisions(t, n)
 	// The upstream really got the credential: the test is not vacuous.
-	got := append(e.tlsUp.requests(), e.plainUp.requests()...)
-	if len(got) != n || !strings.Contains(got[0], "Authorization: Bearer "+e.secret) {
+	_, tlsGot := e.tlsUp.received()
+	_, plainGot := e.plainUp.received()
+	got := append(tlsGot, plainGot...)
+	if len(got) != n || got[0].header.Get("Authorization") != "Bearer "+e.secret {
 		t.Fatalf("the upstreams got %d requests (want %d), the first with the credential: %v",
-			len(got), n, len(got) > 0 && strings.Contains(got[0], e.secret))
+			len(got), n, len(got) > 0 && got[0].header.Get("Authorization") == "Bearer "+e.secret)
 	}
 	assertNoLeak(t, "the gateway's log", e.gw.logs.String(), forms)
 	assertNoLeak(t, "/v1/decisions", e.decisionsAnswer(t), forms)
@@ -359,7 +295,7 @@ func TestUpstreamErrorReasons(t *testing.T) {
 		{"", "the upstream closed the connection before a complete response"},
 	}
 	for i, tt := range tests {
-		e.plainUp.setReply(func(auth string) []byte { return expand(tt.reply, auth) })
+		e.setReply(func(auth string) []byte { return expand(tt.reply, auth) })
 		answer := e.exchange(t, "plain")
 		_, body, _ := strings.Cut(answer, "\r\n\r\n")
 		var den denialBody
@@ -391,9 +327,7 @@ func TestRandomMalformedRepliesDoNotLeak(t *testing.T) {
 		rnd := make([]byte, 64)
 		_, _ = rand.Read(rnd)
 		template := mutateReply(seeds[int(rnd[0])%len(seeds)], rnd[1:])
-		for _, u := range []*rawUpstream{e.tlsUp, e.plainUp} {
-			u.setReply(func(auth string) []byte { return expand(template, auth) })
-		}
+		e.setReply(func(auth string) []byte { return expand(template, auth) })
 		answer := e.exchange(t, paths[i%len(paths)])
 		assertNoLeak(t, fmt.Sprintf("iteration %d: the client's answer", i), answer, answerForms(template, e.secret, forms))
 		if t.Failed() {
@@ -451,9 +385,7 @@ func FuzzUpstreamReply(f *testing.F) {
 		}
 		pos := int(at) % (len(reply) + 1)
 		template := string(reply[:pos]) + "{AUTH}" + string(reply[pos:])
-		for _, u := range []*rawUpstream{e.tlsUp, e.plainUp} {
-			u.setReply(func(auth string) []byte { return expand(template, auth) })
-		}
+		e.setReply(func(auth string) []byte { return expand(template, auth) })
 		paths := []string{"plain", "https", "mitm"}
 		answer := e.exchange(t, paths[i.Add(1)%3])
 		assertNoLeak(t, "the client's answer", answer, answerForms(template, e.secret, forms))

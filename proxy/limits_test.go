@@ -27,6 +27,31 @@ func holdConns(t *testing.T, gw *gateway, n int) []net.Conn {
 	return conns
 }
 
+// admissions counts, on its channel, the connections the gateway lets in.
+func admissions() (chan struct{}, func(int)) {
+	admitted := make(chan struct{}, 64)
+	return admitted, func(delta int) {
+		if delta > 0 {
+			select {
+			case admitted <- struct{}{}:
+			default: // beyond what any test waits for
+			}
+		}
+	}
+}
+
+// waitAdmitted returns once the gateway has let n connections in.
+func waitAdmitted(t *testing.T, admitted <-chan struct{}, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		select {
+		case <-admitted:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the gateway let in %d of %d connections", i, n)
+		}
+	}
+}
+
 // refusedWith reads the answer to a refused connection.
 func refusedWith(t *testing.T, gw *gateway) *http.Response {
 	t.Helper()
@@ -53,14 +78,18 @@ func TestPerClientLimit(t *testing.T) {
 	up := newUpstream(t, false, nil)
 	var mu sync.Mutex
 	var limited []Code
+	admitted, connection := admissions()
 	gw := startGateway(t, gatewayConfig{
-		allow:    []string{"*"},
-		exempt:   []string{up.hostPort()},
-		limits:   Limits{MaxConnsPerClient: 2},
-		observer: Observer{Limited: func(c Code) { mu.Lock(); limited = append(limited, c); mu.Unlock() }},
+		allow:  []string{"*"},
+		exempt: []string{up.hostPort()},
+		limits: Limits{MaxConnsPerClient: 2},
+		observer: Observer{
+			Limited:    func(c Code) { mu.Lock(); limited = append(limited, c); mu.Unlock() },
+			Connection: connection,
+		},
 	})
 	held := holdConns(t, gw, 2)
-	time.Sleep(50 * time.Millisecond) // let the gateway accept them
+	waitAdmitted(t, admitted, 2)
 	denialOf(t, refusedWith(t, gw), http.StatusTooManyRequests, CodeTooManyConnsPerClient)
 	mu.Lock()
 	if len(limited) != 1 || limited[0] != CodeTooManyConnsPerClient {
@@ -88,9 +117,10 @@ func TestPerClientLimit(t *testing.T) {
 }
 
 func TestOverallLimit(t *testing.T) {
-	gw := startGateway(t, gatewayConfig{allow: []string{"*"}, limits: Limits{MaxConns: 3}})
+	admitted, connection := admissions()
+	gw := startGateway(t, gatewayConfig{allow: []string{"*"}, limits: Limits{MaxConns: 3}, observer: Observer{Connection: connection}})
 	holdConns(t, gw, 3)
-	time.Sleep(50 * time.Millisecond)
+	waitAdmitted(t, admitted, 3)
 	denialOf(t, refusedWith(t, gw), http.StatusServiceUnavailable, CodeTooManyConns)
 }
 

@@ -44,7 +44,9 @@ func newCA(t testing.TB) (*ca.CA, *x509.CertPool) {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(authority.Certificate())
+	if !pool.AppendCertsFromPEM(authority.CertPEM()) {
+		t.Fatal("the CA's PEM holds no certificate")
+	}
 	return authority, pool
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/internal/resolve"
 	"github.com/hookgate/hookgate/transform"
 )
 
@@ -136,7 +137,7 @@ type Options struct {
 	// Policy is the initial policy. It must not be nil.
 	Policy *Policy
 	// Resolver resolves upstream names. If nil, the system resolver.
-	Resolver Resolver
+	Resolver resolve.Resolver
 	// UpstreamRoots verifies upstream TLS. If nil, the system roots.
 	UpstreamRoots *x509.CertPool
 	// Logger receives the decision lines and warnings.

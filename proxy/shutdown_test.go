@@ -104,7 +104,7 @@ func TestShutdownLetsTunnelsFinish(t *testing.T) {
 		defer cancel()
 		shut <- gw.srv.Shutdown(ctx)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitRefused(t, gw.addr) // the shutdown has begun
 	close(release)
 	if body := <-got; body != "finished" {
 		t.Fatalf("in-flight request through the tunnel: %q", body)
@@ -112,4 +112,19 @@ func TestShutdownLetsTunnelsFinish(t *testing.T) {
 	if err := <-shut; err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
+}
+
+// waitRefused returns once addr refuses new connections: a shutdown has
+// closed its listener.
+func waitRefused(t *testing.T, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return
+		}
+		c.Close()
+		time.Sleep(5 * time.Millisecond) // polling interval
+	}
+	t.Fatalf("%s still accepts connections", addr)
 }

@@ -11,128 +11,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookgate/hookgate/ca"
 )
-
-// recordingUpstream is an origin that records exactly the bytes it received and
-// every request it parsed from them (with whether its body was complete),
-// answering each complete request with 200 "ok".
-type recordingUpstream struct {
-	ln   net.Listener
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	raw  bytes.Buffer
-	reqs []rawRequest
-	conn []net.Conn
-}
-
-type rawRequest struct {
-	method, target string
-	header         http.Header
-	body           string
-	complete       bool
-}
-
-func newRecordingUpstream(t *testing.T, cert *tls.Certificate) *recordingUpstream {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cert != nil {
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{"http/1.1"}})
-	}
-	u := &recordingUpstream{ln: ln}
-	u.wg.Add(1)
-	go u.accept()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		u.mu.Lock()
-		for _, c := range u.conn {
-			_ = c.Close()
-		}
-		u.mu.Unlock()
-		u.wg.Wait()
-	})
-	return u
-}
-
-func (u *recordingUpstream) accept() {
-	defer u.wg.Done()
-	for {
-		c, err := u.ln.Accept()
-		if err != nil {
-			return
-		}
-		u.mu.Lock()
-		u.conn = append(u.conn, c)
-		u.mu.Unlock()
-		u.wg.Add(1)
-		go u.serve(c)
-	}
-}
-
-func (u *recordingUpstream) Write(p []byte) (int, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.raw.Write(p)
-}
-
-func (u *recordingUpstream) serve(c net.Conn) {
-	defer u.wg.Done()
-	defer c.Close()
-	br := bufio.NewReader(io.TeeReader(c, u))
-	for {
-		req, err := http.ReadRequest(br)
-		if err != nil {
-			return
-		}
-		body, err := io.ReadAll(req.Body)
-		u.mu.Lock()
-		u.reqs = append(u.reqs, rawRequest{method: req.Method, target: req.RequestURI, header: req.Header, body: string(body), complete: err == nil})
-		u.mu.Unlock()
-		if err != nil {
-			return
-		}
-		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
-			return
-		}
-	}
-}
-
-func (u *recordingUpstream) received() (string, []rawRequest) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.raw.String(), append([]rawRequest(nil), u.reqs...)
-}
-
-func (u *recordingUpstream) addr() string { return u.ln.Addr().String() }
-
-func (u *recordingUpstream) port() string {
-	_, p, _ := net.SplitHostPort(u.addr())
-	return p
-}
-
-// waitRaw polls (bounded) until the upstream has received bytes that
-// contain want.
-func (u *recordingUpstream) waitRaw(t *testing.T, want string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		raw, _ := u.received()
-		if strings.Contains(raw, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the upstream never received %q", want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // readAnswer reads from c until the gateway closes it or 10 s pass; eof
 // says whether it was closed. The gateways of these tests wait a minute for
@@ -179,9 +62,10 @@ var slowHeader = Timeouts{ReadHeader: time.Minute, Idle: time.Minute}
 
 // plainGateway is an explicit gateway allowing every host, with a raw
 // plain-HTTP upstream reachable as up.test.
-func plainGateway(t *testing.T) (*gateway, *recordingUpstream, string) {
+func plainGateway(t *testing.T) (*gateway, *rawUpstream, string) {
 	t.Helper()
-	up := newRecordingUpstream(t, nil)
+	up := newRawUpstream(t, nil)
+	up.serve(up.answerOK)
 	gw := startGateway(t, gatewayConfig{
 		allow:    []string{"up.test", "blocked.test"},
 		exempt:   []string{up.addr()},
@@ -195,7 +79,7 @@ func plainGateway(t *testing.T) (*gateway, *recordingUpstream, string) {
 // the canary) in front of a raw TLS upstream.
 type interceptEnv struct {
 	gw     *gateway
-	up     *recordingUpstream
+	up     *rawUpstream
 	caPool *x509.CertPool
 	host   string // host:port of the intercepted upstream
 }
@@ -208,7 +92,8 @@ func newInterceptEnv(t *testing.T) *interceptEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := newRecordingUpstream(t, cert)
+	up := newRawUpstream(t, &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{"http/1.1"}})
+	up.serve(up.answerOK)
 	gw := startGateway(t, gatewayConfig{
 		allow:    []string{"telemetry.example.com"},
 		exempt:   []string{up.addr()},
@@ -500,7 +385,8 @@ func TestForwardAddsNoUserAgent(t *testing.T) {
 // HTTP has the same check: the smuggling request behind a good one is
 // refused and never forwarded.
 func TestTransparentHTTPRefusesSmuggling(t *testing.T) {
-	up := newRecordingUpstream(t, nil)
+	up := newRawUpstream(t, nil)
+	up.serve(up.answerOK)
 	gw := startGateway(t, gatewayConfig{
 		allow:    []string{"up.test"},
 		exempt:   []string{up.addr()},

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -304,14 +303,15 @@ func wsExchange(t *testing.T, c net.Conn, target, host string, up *upstream) {
 func checkWSDecision(t *testing.T, env *mitmEnv, mode string) {
 	t.Helper()
 	var lines []map[string]any
-	for deadline := time.Now().Add(5 * time.Second); len(lines) == 0 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+	env.gw.logs.Wait(t, 5*time.Second, func(string) bool {
+		lines = lines[:0]
 		for _, l := range env.gw.logs.decisions(t) {
 			if l["mode"] == mode {
 				lines = append(lines, l)
 			}
 		}
-	}
+		return len(lines) > 0
+	})
 	if len(lines) != 1 {
 		t.Fatalf("%d decision lines of mode %s, want 1: %v", len(lines), mode, lines)
 	}
@@ -391,52 +391,17 @@ func readResponse(t *testing.T, c net.Conn) *http.Response {
 	return resp
 }
 
-// answeringUpstream is an origin that writes exact bytes: it reads one request
-// head and hands the connection to answer.
-type answeringUpstream struct {
-	ln net.Listener
-	wg sync.WaitGroup
-}
-
-func newAnsweringUpstream(t *testing.T, cfg *tls.Config, answer func(c net.Conn, br *bufio.Reader, r *http.Request)) *answeringUpstream {
+// newAnsweringUpstream is a raw upstream that reads one request head and
+// hands the connection to answer.
+func newAnsweringUpstream(t *testing.T, cfg *tls.Config, answer func(c net.Conn, br *bufio.Reader, r *http.Request)) *rawUpstream {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg != nil {
-		ln = tls.NewListener(ln, cfg)
-	}
-	u := &answeringUpstream{ln: ln}
-	u.wg.Add(1)
-	go func() {
-		defer u.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u.wg.Add(1)
-			go func() {
-				defer u.wg.Done()
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				br := bufio.NewReader(c)
-				r, err := http.ReadRequest(br)
-				if err != nil {
-					return
-				}
-				answer(c, br, r)
-			}()
+	u := newRawUpstream(t, cfg)
+	u.serve(func(c net.Conn, br *bufio.Reader) {
+		if r, err := http.ReadRequest(br); err == nil {
+			answer(c, br, r)
 		}
-	}()
-	t.Cleanup(func() { ln.Close(); u.wg.Wait() })
+	})
 	return u
-}
-
-func (u *answeringUpstream) port() string {
-	_, p, _ := net.SplitHostPort(u.ln.Addr().String())
-	return p
 }
 
 // rawEnv is a gateway with an intercepted transform host (telemetry, over
@@ -444,7 +409,7 @@ func (u *answeringUpstream) port() string {
 // raw upstreams.
 type rawEnv struct {
 	*mitmEnv
-	tlsUp, plainUp *answeringUpstream
+	tlsUp, plainUp *rawUpstream
 }
 
 func newRawEnv(t *testing.T, answer func(c net.Conn, br *bufio.Reader, r *http.Request)) *rawEnv {
@@ -455,7 +420,7 @@ func newRawEnv(t *testing.T, answer func(c net.Conn, br *bufio.Reader, r *http.R
 		// the gateway trusts, serves the raw TLS upstream too.
 		re.tlsUp = newAnsweringUpstream(t, &tls.Config{Certificates: gc.roots.TLS.Certificates}, answer)
 		re.plainUp = newAnsweringUpstream(t, nil, answer)
-		gc.exempt = append(gc.exempt, re.tlsUp.ln.Addr().String(), re.plainUp.ln.Addr().String())
+		gc.exempt = append(gc.exempt, re.tlsUp.addr(), re.plainUp.addr())
 		gc.allow = append(gc.allow, "open.test")
 		gc.names["open.test"] = []string{"127.0.0.1"}
 		gc.entries = append(gc.entries, EntryRules{}, EntryRules{Transform: gc.entries[0].Transform, AllowPlaintext: true})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookgate/hookgate/ca"
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/internal/roots"
 )
 
 // gatewayFiles are what a gateway reads besides its config file: its CA,
@@ -37,9 +38,9 @@ func openGatewayFiles(cfg *config.Config, extraCA string) (*gatewayFiles, error)
 	if f.leaves, f.caPEM, err = loadCA(cfg); err != nil {
 		fail("ca", err)
 	}
-	f.roots = systemRoots()
+	f.roots = roots.System()
 	for _, r := range []struct{ field, file string }{{"upstream.ca_file", cfg.UpstreamCAFile}, {"--upstream-ca", extraCA}} {
-		if err := addRoots(f.roots, r.file); err != nil {
+		if err := roots.AddFile(f.roots, r.file); err != nil {
 			fail(r.field, err)
 		}
 	}
@@ -76,30 +77,6 @@ func caInitHint(cfg *config.Config) string {
 		return "gateway ca init --dir " + shellQuote(dir)
 	}
 	return fmt.Sprintf("gateway ca init --dir <dir> (it writes <dir>/%s and <dir>/%s; point ca.cert_file and ca.key_file at them)", ca.CertFileName, ca.KeyFileName)
-}
-
-// systemRoots is the system pool, or an empty one where there is none.
-func systemRoots() *x509.CertPool {
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		return x509.NewCertPool()
-	}
-	return pool
-}
-
-// addRoots adds the certificates of a PEM file; "" adds nothing.
-func addRoots(pool *x509.CertPool, file string) error {
-	if file == "" {
-		return nil
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	if !pool.AppendCertsFromPEM(data) {
-		return fmt.Errorf("%s holds no PEM certificate", file)
-	}
-	return nil
 }
 
 // readToken reads the admin API's bearer token file; "" when none is set.

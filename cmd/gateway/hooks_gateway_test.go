@@ -27,6 +27,8 @@ import (
 	"github.com/hookgate/hookgate/hooks"
 	"github.com/hookgate/hookgate/proxy"
 	"github.com/hookgate/hookgate/transform"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 const hookSecret = "hg-hook-canary-91c4e0aa"
@@ -49,32 +51,15 @@ type hookGateway struct {
 	proxyURL string
 	caFile   string
 	port     string
-	logs     *syncBuffer
+	logs     *testlog.Buffer
 
 	mu       sync.Mutex
 	received []receivedHook
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func startHookGateway(t testing.TB, answer string) *hookGateway {
 	t.Helper()
-	hg := &hookGateway{logs: &syncBuffer{}}
+	hg := &hookGateway{logs: &testlog.Buffer{}}
 	receiver := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		hg.mu.Lock()

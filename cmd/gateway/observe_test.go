@@ -3,12 +3,18 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 // logLines returns the gateway's JSON log lines whose message starts with
@@ -210,5 +216,28 @@ func TestFailuresAreErrorsInLogAndMetrics(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// brokenListener accepts nothing: its Accept fails at once with an error
+// that is not "closed", as a listener whose socket broke does.
+type brokenListener struct{ net.Listener }
+
+func (brokenListener) Accept() (net.Conn, error) { return nil, errors.New("accept: the socket broke") }
+
+// The admin server's Serve error is logged, not dropped.
+func TestServeAdminLogsServeError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var logs testlog.Buffer
+	srv := serveAdmin(http.NotFoundHandler(), brokenListener{ln}, zerolog.New(&logs))
+	defer srv.Close()
+	logs.Wait(t, 10*time.Second, func(s string) bool { return strings.Contains(s, "the admin API stopped serving") })
+	lines := logs.Lines(t)
+	if len(lines) != 1 || lines[0]["level"] != "error" || lines[0]["error"] != "accept: the socket broke" || lines[0]["admin"] != ln.Addr().String() {
+		t.Errorf("log lines %v, want one error naming the listener and the cause", lines)
 	}
 }

@@ -24,6 +24,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hookgate/hookgate/ca"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 // testDNS serves A records for a fixed table on loopback, so that the
@@ -57,13 +59,13 @@ type servedGateway struct {
 	configFile           string
 	stop                 context.CancelFunc
 	done                 chan error
-	logs                 *syncBuffer
+	logs                 *testlog.Buffer
 }
 
 func serveInProcess(t *testing.T, configYAML string, args ...string) *servedGateway {
 	t.Helper()
 	dir := t.TempDir()
-	sg := &servedGateway{configFile: filepath.Join(dir, "gateway.yaml"), logs: &syncBuffer{}, done: make(chan error, 1)}
+	sg := &servedGateway{configFile: filepath.Join(dir, "gateway.yaml"), logs: &testlog.Buffer{}, done: make(chan error, 1)}
 	if err := os.WriteFile(sg.configFile, []byte(configYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -136,15 +138,23 @@ type opsEnv struct {
 	upCA    string
 	pool    *x509.CertPool // trusts our CA and the upstream
 	token   string
+	// A request for /slow reports its arrival on slowArrived, then waits
+	// for releaseSlow to be closed (or for its client to leave).
+	slowArrived chan struct{}
+	releaseSlow chan struct{}
 }
 
 func newOpsEnv(t *testing.T) *opsEnv {
 	t.Helper()
-	e := &opsEnv{token: "ops-canary-3f9d1c77e2"}
+	e := &opsEnv{token: "ops-canary-3f9d1c77e2", slowArrived: make(chan struct{}, 8), releaseSlow: make(chan struct{})}
 	t.Setenv("HG_OPS_TOKEN", e.token)
 	e.up = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
-			time.Sleep(400 * time.Millisecond)
+			e.slowArrived <- struct{}{}
+			select {
+			case <-e.releaseSlow:
+			case <-r.Context().Done():
+			}
 		}
 		fmt.Fprintf(w, "%s %s", r.Host, r.Header.Get("Authorization"))
 	}))
@@ -359,9 +369,19 @@ func TestShutdownCompletesInFlight(t *testing.T) {
 			results <- fmt.Sprintf("%d %s", code, body)
 		}()
 	}
-	time.Sleep(150 * time.Millisecond) // both requests are at the upstream
+	for i := 0; i < 2; i++ {
+		select {
+		case <-e.slowArrived:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 2 requests reached the upstream", i)
+		}
+	}
 	start := time.Now()
 	sg.stop()
+	// Both requests are in flight when the shutdown begins; only then may
+	// the upstream answer them.
+	sg.logs.Wait(t, 10*time.Second, func(s string) bool { return strings.Contains(s, `"message":"shutting down`) })
+	close(e.releaseSlow)
 	for i := 0; i < 2; i++ {
 		if got := <-results; !strings.HasPrefix(got, "200 ") {
 			t.Errorf("in-flight request during shutdown: %s", got)

@@ -15,11 +15,12 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/hookgate/hookgate/admin"
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
 	"github.com/hookgate/hookgate/config"
-	"github.com/hookgate/hookgate/metrics"
+	"github.com/hookgate/hookgate/internal/admin"
+	"github.com/hookgate/hookgate/internal/metrics"
+	"github.com/hookgate/hookgate/internal/resolve"
 	"github.com/hookgate/hookgate/proxy"
 	"github.com/hookgate/hookgate/sandbox/dnsserver"
 )
@@ -114,7 +115,7 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	g.proxy, err = proxy.New(proxy.Options{
 		Policy: p,
 		// Names only: every address is judged again on every dial.
-		Resolver:      proxy.NewCachingResolver(resolver, 0, 0),
+		Resolver:      resolve.NewCache(resolver, 0, 0),
 		UpstreamRoots: roots,
 		Logger:        logger,
 		Leaves:        leaves,
@@ -395,8 +396,9 @@ func (g *gateway) readiness() error {
 }
 
 // serveAdmin serves the admin API on ln until the returned server is shut
-// down.
-func serveAdmin(h http.Handler, ln net.Listener) *http.Server {
+// down. If serving fails before that, the error is logged: the proxy goes
+// on, but the operator must learn that the admin API is gone.
+func serveAdmin(h http.Handler, ln net.Listener, logger zerolog.Logger) *http.Server {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -405,6 +407,10 @@ func serveAdmin(h http.Handler, ln net.Listener) *http.Server {
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 	}
-	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		if err := ignoreClosed(srv.Serve(ln)); err != nil {
+			logger.Error().Err(err).Str("admin", ln.Addr().String()).Msg("the admin API stopped serving")
+		}
+	}()
 	return srv
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/configs"
-	"github.com/hookgate/hookgate/proxy"
+	"github.com/hookgate/hookgate/internal/resolve"
 )
 
 func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
@@ -114,7 +114,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	var adminSrv *http.Server
 	if ls.admin != nil {
 		g.admin, g.adminToken = ls.admin.Addr(), g.token != ""
-		adminSrv = serveAdmin(g.adminHandler(g.token), ls.admin)
+		adminSrv = serveAdmin(g.adminHandler(g.token), ls.admin, logger)
 	}
 	g.ready.Store(true)
 	g.warnOpenAdmin() // before "gateway listening", which tools wait for
@@ -317,7 +317,7 @@ func interfaceAddresses() []netip.Addr {
 // shared-namespace mode, where unmarked DNS would be redirected back to the
 // gateway's own DNS server); then it never uses the system's cgo resolver,
 // whose sockets it could not mark.
-func newResolver(servers []netip.AddrPort, control func(network, address string, c syscall.RawConn) error) proxy.Resolver {
+func newResolver(servers []netip.AddrPort, control func(network, address string, c syscall.RawConn) error) resolve.Resolver {
 	d := net.Dialer{Control: control}
 	if len(servers) == 0 {
 		if control == nil {

@@ -1,12 +1,9 @@
 package dnsserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +13,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
@@ -30,10 +29,12 @@ type fakeResolver struct {
 	hang    map[string]bool         // "name."
 	delay   time.Duration           // every lookup takes this long
 	calls   []string                // "ip4 name."
+	// started gets a value (when it has room) as each lookup begins.
+	started chan struct{}
 }
 
 func newFakeResolver() *fakeResolver {
-	return &fakeResolver{answers: map[string][]netip.Addr{}, hang: map[string]bool{}}
+	return &fakeResolver{answers: map[string][]netip.Addr{}, hang: map[string]bool{}, started: make(chan struct{}, 1)}
 }
 
 // set gives name (rooted) the addresses, split by family.
@@ -57,6 +58,10 @@ func (f *fakeResolver) LookupNetIP(ctx context.Context, network, host string) ([
 	addrs, ok := f.answers[k]
 	hang, delay := f.hang[host], f.delay
 	f.mu.Unlock()
+	select {
+	case f.started <- struct{}{}:
+	default:
+	}
 	if delay > 0 {
 		select {
 		case <-time.After(delay):
@@ -80,36 +85,6 @@ func (f *fakeResolver) Calls() []string {
 	return append([]string(nil), f.calls...)
 }
 
-// logBuf collects log lines from concurrent handlers.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 func mustPolicy(t testing.TB, domains ...string) *Policy {
 	t.Helper()
 	al, err := allowlist.New(domains)
@@ -128,14 +103,14 @@ type testEnv struct {
 	srv       *Server
 	res       *fakeResolver
 	pol       atomic.Pointer[Policy]
-	log       *logBuf
+	log       *testlog.Buffer
 	udp, tcp  string
 	decisions chan Decision
 }
 
 func startEnv(t *testing.T, o Options, domains ...string) *testEnv {
 	t.Helper()
-	e := &testEnv{res: newFakeResolver(), log: &logBuf{}, decisions: make(chan Decision, 100)}
+	e := &testEnv{res: newFakeResolver(), log: &testlog.Buffer{}, decisions: make(chan Decision, 100)}
 	e.pol.Store(mustPolicy(t, domains...))
 	o.Policy = e.pol.Load
 	o.Resolver = e.res

@@ -13,19 +13,12 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/internal/resolve"
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
 )
 
-// Resolver looks names up upstream. *net.Resolver satisfies it.
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
-
-var (
-	_ Resolver    = (*net.Resolver)(nil)
-	_ dns.Handler = (*Server)(nil)
-)
+var _ dns.Handler = (*Server)(nil)
 
 // Policy is one generation of rules. The gateway builds a new one on reload
 // and swaps it; the server reads it once per query. A nil Policy, or a nil
@@ -50,7 +43,7 @@ type Options struct {
 	// every name is refused.
 	Policy func() *Policy
 	// Resolver does the upstream lookups. If nil, net.DefaultResolver.
-	Resolver Resolver
+	Resolver resolve.Resolver
 	// Logger receives one decision line per answer. The zero Logger
 	// writes nothing.
 	Logger zerolog.Logger
@@ -167,7 +160,7 @@ type Decision struct {
 // for concurrent use.
 type Server struct {
 	policy     func() *Policy
-	resolver   Resolver
+	resolver   resolve.Resolver
 	log        zerolog.Logger
 	ttl        time.Duration
 	timeout    time.Duration

@@ -107,7 +107,7 @@ func TestDecisionLogLine(t *testing.T) {
 	seed(e.res)
 	e.query(t, "udp", "mixed.test.", dns.TypeA)
 	<-e.decisions
-	lines := e.log.lines(t)
+	lines := e.log.Lines(t)
 	if len(lines) != 1 {
 		t.Fatalf("%d log lines, want 1: %v", len(lines), lines)
 	}
@@ -311,8 +311,10 @@ func TestShutdownDuringLookup(t *testing.T) {
 	if _, err := c.Write(b); err != nil {
 		t.Fatal(err)
 	}
-	for len(res.Calls()) == 0 {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-res.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the query never reached the resolver")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

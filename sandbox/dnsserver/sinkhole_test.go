@@ -120,7 +120,7 @@ func TestSinkholeLogLine(t *testing.T) {
 	withSinkhole(e, sinkhole4, sinkhole6)
 	e.query(t, "udp", "denied.example.", dns.TypeA)
 	<-e.decisions
-	lines := e.log.lines(t)
+	lines := e.log.Lines(t)
 	if len(lines) != 1 {
 		t.Fatalf("%d log lines, want 1", len(lines))
 	}

@@ -53,6 +53,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,23 +65,23 @@ import (
 
 // Limits of GET /v1/decisions.
 const (
-	DefaultDecisionLimit = 100
-	MaxDecisionLimit     = 1000
+	defaultDecisionLimit = 100
+	maxDecisionLimit     = 1000
 )
 
 // Log field names of the request line, defined once.
 const (
-	FieldMethod   = "method"
-	FieldPath     = "path"
-	FieldStatus   = "status"
-	FieldBytes    = "bytes"
-	FieldDuration = "duration_ms"
-	FieldClient   = "client"
-	MessageLine   = "admin request"
+	fieldMethod   = "method"
+	fieldPath     = "path"
+	fieldStatus   = "status"
+	fieldBytes    = "bytes"
+	fieldDuration = "duration_ms"
+	fieldClient   = "client"
+	messageLine   = "admin request"
 )
 
-// Realm is the realm named in WWW-Authenticate.
-const Realm = "hookgate-admin"
+// realm is the realm named in WWW-Authenticate.
+const realm = "hookgate-admin"
 
 // Options configure the admin API. Every field is optional: a nil func or
 // handler makes its route answer 404 "... is not configured".
@@ -140,7 +141,6 @@ type server struct {
 	tokenSum  [sha256.Size]byte
 	tokenOK   bool          // a non-blank token is configured
 	reloadSem chan struct{} // capacity 1: one reload at a time
-	router    *chi.Mux
 }
 
 // New returns the admin API handler.
@@ -159,10 +159,8 @@ func New(o Options) http.Handler {
 	}
 
 	r := chi.NewRouter()
-	s.router = r
 	r.Use(s.logRequests, s.recoverPanics, noStore, middleware.GetHead)
 	r.NotFound(s.notFound)
-	r.MethodNotAllowed(s.methodNotAllowed)
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
@@ -174,6 +172,12 @@ func New(o Options) http.Handler {
 		r.Post("/v1/reload", s.reload)
 		r.Get("/v1/decisions", s.decisions)
 	})
+	allow, err := allowedMethods(r)
+	if err != nil {
+		// Walk fails only when its callback does, and ours never does.
+		s.log.Error().Err(err).Msg("admin: listing the routes")
+	}
+	r.MethodNotAllowed(methodNotAllowed(allow))
 	return r
 }
 
@@ -273,22 +277,22 @@ func (s *server) decisions(w http.ResponseWriter, r *http.Request) {
 	writeJSONRedacted(w, http.StatusOK, s.o.Decisions(limit), s.o.Redact)
 }
 
-// parseLimit reads ?limit=N: absent → DefaultDecisionLimit; a decimal
-// integer from 1 to MaxDecisionLimit; anything else, a larger number
+// parseLimit reads ?limit=N: absent → defaultDecisionLimit; a decimal
+// integer from 1 to maxDecisionLimit; anything else, a larger number
 // included, is an error that names the range (a silently shortened answer
 // would look like the whole history).
 func parseLimit(r *http.Request) (int, error) {
 	vals, ok := r.URL.Query()["limit"]
 	if !ok {
-		return DefaultDecisionLimit, nil
+		return defaultDecisionLimit, nil
 	}
 	if len(vals) != 1 {
 		return 0, fmt.Errorf("limit: give it once, not %d times", len(vals))
 	}
 	v := vals[0]
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > MaxDecisionLimit || v[0] == '+' {
-		return 0, fmt.Errorf("limit: %q is not a whole number from 1 to %d (the maximum)", v, MaxDecisionLimit)
+	if err != nil || n < 1 || n > maxDecisionLimit || v[0] == '+' {
+		return 0, fmt.Errorf("limit: %q is not a whole number from 1 to %d (the maximum)", v, maxDecisionLimit)
 	}
 	return n, nil
 }
@@ -303,7 +307,7 @@ func (s *server) requireToken(next http.Handler) http.Handler {
 		scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		cred = strings.TrimSpace(cred)
 		if !strings.EqualFold(scheme, "Bearer") || cred == "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="`+Realm+`"`)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
 			writeError(w, http.StatusUnauthorized, "this route needs Authorization: Bearer <admin token>")
 			return
 		}
@@ -311,7 +315,7 @@ func (s *server) requireToken(next http.Handler) http.Handler {
 		// the token leaks through timing.
 		sum := sha256.Sum256([]byte(cred))
 		if subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 || !s.tokenOK {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="`+Realm+`", error="invalid_token"`)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`", error="invalid_token"`)
 			writeError(w, http.StatusUnauthorized, "invalid admin token")
 			return
 		}
@@ -323,22 +327,34 @@ func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, "no such route: "+r.URL.Path)
 }
 
-func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	// chi's own 405 handler sets Allow; a custom one has to work it out.
-	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
-		probe := m
-		if m == http.MethodHead {
-			probe = http.MethodGet // GetHead answers HEAD wherever GET is
+// allowedMethods lists, for each path of r, the methods it answers, as the
+// Allow header of a 405 gives them. chi's own 405 handler sets Allow, but
+// one with a JSON body has to work it out: it is read once from the routes.
+func allowedMethods(r chi.Routes) (map[string]string, error) {
+	methods := make(map[string][]string)
+	err := chi.Walk(r, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		methods[route] = append(methods[route], method)
+		if method == http.MethodGet { // GetHead answers HEAD wherever GET is
+			methods[route] = append(methods[route], http.MethodHead)
 		}
-		if s.router.Match(chi.NewRouteContext(), probe, r.URL.Path) {
-			allow = append(allow, m)
+		return nil
+	})
+	allow := make(map[string]string, len(methods))
+	for route, ms := range methods {
+		slices.Sort(ms)
+		allow[route] = strings.Join(slices.Compact(ms), ", ")
+	}
+	return allow, err
+}
+
+// methodNotAllowed answers a 405 with the Allow header and a JSON error.
+func methodNotAllowed(allow map[string]string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if a := allow[r.URL.Path]; a != "" {
+			w.Header().Set("Allow", a)
 		}
+		writeError(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
 	}
-	if len(allow) > 0 {
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-	}
-	writeError(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
 }
 
 // logRequests writes one line per request, after it is answered.
@@ -356,13 +372,13 @@ func (s *server) logRequests(next http.Handler) http.Handler {
 				lvl = zerolog.DebugLevel
 			}
 			s.log.WithLevel(lvl).
-				Str(FieldMethod, r.Method).
-				Str(FieldPath, r.URL.Path).
-				Int(FieldStatus, status).
-				Int64(FieldBytes, sw.bytes).
-				Float64(FieldDuration, float64(time.Since(start).Microseconds())/1000).
-				Str(FieldClient, r.RemoteAddr).
-				Msg(MessageLine)
+				Str(fieldMethod, r.Method).
+				Str(fieldPath, r.URL.Path).
+				Int(fieldStatus, status).
+				Int64(fieldBytes, sw.bytes).
+				Float64(fieldDuration, float64(time.Since(start).Microseconds())/1000).
+				Str(fieldClient, r.RemoteAddr).
+				Msg(messageLine)
 		}()
 		next.ServeHTTP(sw, r)
 	})
@@ -386,8 +402,8 @@ func (s *server) recoverPanics(next http.Handler) http.Handler {
 				panic(v)
 			}
 			s.log.Error().
-				Str(FieldMethod, r.Method).
-				Str(FieldPath, r.URL.Path).
+				Str(fieldMethod, r.Method).
+				Str(fieldPath, r.URL.Path).
 				Str("panic", fmt.Sprint(v)).
 				Bytes("stack", debug.Stack()).
 				Msg("admin handler panicked")

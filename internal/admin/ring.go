@@ -28,8 +28,8 @@ func NewRing[T any](size int) *Ring[T] {
 }
 
 // Add appends v, dropping the oldest value if the ring is full. It never
-// blocks for longer than another Add or a Last copying out at most Cap
-// values.
+// blocks for longer than another Add or a Last copying out at most
+// the ring's size in values.
 func (r *Ring[T]) Add(v T) {
 	if r == nil {
 		return
@@ -71,8 +71,8 @@ func (r *Ring[T]) Last(n int) []T {
 	return out
 }
 
-// Len returns the number of values held, at most Cap.
-func (r *Ring[T]) Len() int {
+// count returns the number of values held, at most the size given to NewRing.
+func (r *Ring[T]) count() int {
 	if r == nil {
 		return 0
 	}
@@ -82,12 +82,4 @@ func (r *Ring[T]) Len() int {
 		return len(r.buf)
 	}
 	return r.next
-}
-
-// Cap returns the number of values the ring keeps.
-func (r *Ring[T]) Cap() int {
-	if r == nil {
-		return 0
-	}
-	return len(r.buf) // fixed at construction: no lock needed
 }

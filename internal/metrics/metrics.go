@@ -29,8 +29,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Namespace prefixes every metric name.
-const Namespace = "hookgate"
+// namespace prefixes every metric name.
+const namespace = "hookgate"
 
 // Label values used by the methods that fix them. Callers define their own
 // values for mode, verdict, code and DNS verdict.
@@ -38,8 +38,8 @@ const (
 	DirectionIn  = "in"  // bytes from the client
 	DirectionOut = "out" // bytes to the client
 
-	ResultOK    = "ok"
-	ResultError = "error"
+	resultOK    = "ok"
+	resultError = "error"
 )
 
 // Metrics records the gateway's metrics into its own registry. Create it
@@ -102,8 +102,8 @@ func New() *Metrics {
 	// Resolve the fixed-label series once: they then cost one atomic add,
 	// and they appear in /metrics at 0 before the first event, so rate()
 	// and alerts on them work from the start.
-	m.reloadOK = reloads.WithLabelValues(ResultOK)
-	m.reloadError = reloads.WithLabelValues(ResultError)
+	m.reloadOK = reloads.WithLabelValues(resultOK)
+	m.reloadError = reloads.WithLabelValues(resultError)
 	m.bytesIn = m.bytes.WithLabelValues(DirectionIn)
 	m.bytesOut = m.bytes.WithLabelValues(DirectionOut)
 
@@ -120,28 +120,19 @@ func New() *Metrics {
 	return m
 }
 
-// factory creates metrics in Namespace and registers them on reg.
+// factory creates metrics in namespace and registers them on reg.
 type factory struct{ reg *prometheus.Registry }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
 	f.reg.MustRegister(v)
 	return v
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help})
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help})
 	f.reg.MustRegister(g)
 	return g
-}
-
-// Registry returns the registry the metrics are registered on, for tests
-// and for registering more collectors. It is nil for a nil *Metrics.
-func (m *Metrics) Registry() *prometheus.Registry {
-	if m == nil {
-		return nil
-	}
-	return m.reg
 }
 
 // Handler returns the HTTP handler serving the registry in the Prometheus

@@ -1,4 +1,4 @@
-package metrics_test
+package metrics
 
 import (
 	"io"
@@ -15,17 +15,15 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
-
-	"github.com/hookgate/hookgate/metrics"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // value returns the value of the series of family name whose labels are
 // exactly want, and whether it exists.
-func value(t *testing.T, m *metrics.Metrics, name string, want map[string]string) (float64, bool) {
+func value(t *testing.T, m *Metrics, name string, want map[string]string) (float64, bool) {
 	t.Helper()
-	mfs, err := m.Registry().Gather()
+	mfs, err := m.reg.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)
 	}
@@ -54,7 +52,7 @@ func value(t *testing.T, m *metrics.Metrics, name string, want map[string]string
 	return 0, false
 }
 
-func mustValue(t *testing.T, m *metrics.Metrics, name string, labels map[string]string, want float64) {
+func mustValue(t *testing.T, m *Metrics, name string, labels map[string]string, want float64) {
 	t.Helper()
 	got, ok := value(t, m, name, labels)
 	if !ok {
@@ -66,7 +64,7 @@ func mustValue(t *testing.T, m *metrics.Metrics, name string, labels map[string]
 }
 
 func TestCountersMove(t *testing.T) {
-	m := metrics.New()
+	m := New()
 
 	m.Request("tunnel", "allow", "", "*.github.com")
 	m.Request("tunnel", "allow", "", "*.github.com")
@@ -77,10 +75,10 @@ func TestCountersMove(t *testing.T) {
 	m.TunnelOpened()
 	m.TunnelOpened()
 	m.TunnelClosed()
-	m.Bytes(metrics.DirectionIn, 100)
-	m.Bytes(metrics.DirectionOut, 5000)
-	m.Bytes(metrics.DirectionOut, -3) // ignored, must not panic
-	m.Bytes("sideways", 7)            // ignored
+	m.Bytes(DirectionIn, 100)
+	m.Bytes(DirectionOut, 5000)
+	m.Bytes(DirectionOut, -3) // ignored, must not panic
+	m.Bytes("sideways", 7)    // ignored
 	m.DNS("allow")
 	m.DNS("deny")
 	m.DNS("deny")
@@ -120,7 +118,7 @@ func TestCountersMove(t *testing.T) {
 	}
 
 	// The four requests_total series, and no more (the invalid one was dropped).
-	if n, err := testutil.GatherAndCount(m.Registry(), "hookgate_requests_total"); err != nil || n != 3 {
+	if n, err := testutil.GatherAndCount(m.reg, "hookgate_requests_total"); err != nil || n != 3 {
 		t.Errorf("hookgate_requests_total has %d series (err %v), want 3", n, err)
 	}
 	if _, ok := value(t, m, "hookgate_bytes_total", map[string]string{"direction": "sideways"}); ok {
@@ -129,7 +127,7 @@ func TestCountersMove(t *testing.T) {
 }
 
 func TestFixedSeriesStartAtZero(t *testing.T) {
-	m := metrics.New()
+	m := New()
 	mustValue(t, m, "hookgate_reloads_total", map[string]string{"result": "ok"}, 0)
 	mustValue(t, m, "hookgate_reloads_total", map[string]string{"result": "error"}, 0)
 	mustValue(t, m, "hookgate_bytes_total", map[string]string{"direction": "in"}, 0)
@@ -138,7 +136,7 @@ func TestFixedSeriesStartAtZero(t *testing.T) {
 }
 
 func TestInstancesAreIndependent(t *testing.T) {
-	a, b := metrics.New(), metrics.New()
+	a, b := New(), New()
 	a.Injection("x.example")
 	if _, ok := value(t, b, "hookgate_injections_total", map[string]string{"entry": "x.example"}); ok {
 		t.Fatal("a count on one Metrics shows up in another: shared global state")
@@ -146,21 +144,21 @@ func TestInstancesAreIndependent(t *testing.T) {
 }
 
 func TestLint(t *testing.T) {
-	m := metrics.New()
+	m := New()
 	m.Request("http", "allow", "", "a.example")
-	problems, err := testutil.GatherAndLint(m.Registry())
+	problems, err := testutil.GatherAndLint(m.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range problems {
-		if strings.HasPrefix(p.Metric, metrics.Namespace+"_") {
+		if strings.HasPrefix(p.Metric, namespace+"_") {
 			t.Errorf("lint: %s: %s", p.Metric, p.Text)
 		}
 	}
 }
 
 func TestHandler(t *testing.T) {
-	m := metrics.New()
+	m := New()
 	m.Request("tunnel", "allow", "", "*.github.com")
 	m.Injection("telemetry.example.com")
 	m.UpstreamError("upstream-error")
@@ -217,21 +215,18 @@ func TestHandler(t *testing.T) {
 }
 
 func TestNilIsSafe(t *testing.T) {
-	var m *metrics.Metrics
+	var m *Metrics
 	m.Request("http", "allow", "", "x")
 	m.Injection("x")
 	m.UpstreamError("upstream-error")
 	m.TunnelOpened()
 	m.TunnelClosed()
-	m.Bytes(metrics.DirectionIn, 1)
+	m.Bytes(DirectionIn, 1)
 	m.DNS("allow")
 	m.Reload(true)
 	m.SetGeneration(1)
 	m.Limited("too-many-connections")
 	m.ActiveConnections(1)
-	if m.Registry() != nil {
-		t.Error("nil Metrics has a registry")
-	}
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusNotFound {
@@ -240,7 +235,7 @@ func TestNilIsSafe(t *testing.T) {
 }
 
 func TestRequestAllocs(t *testing.T) {
-	m := metrics.New()
+	m := New()
 	m.Request("tunnel", "allow", "", "*.github.com") // create the series
 	if a := testing.AllocsPerRun(1000, func() { m.Request("tunnel", "allow", "", "*.github.com") }); a > 0 {
 		t.Errorf("Request on an existing series allocates %v times per call, want 0", a)
@@ -250,7 +245,7 @@ func TestRequestAllocs(t *testing.T) {
 // BenchmarkRequest measures the hot-path cost of counting a request on an
 // existing series, serially and from all Ps.
 func BenchmarkRequest(b *testing.B) {
-	m := metrics.New()
+	m := New()
 	entries := []string{"*.github.com", "api.example.com", "telemetry.example.com", "*"}
 	for _, e := range entries {
 		m.Request("tunnel", "allow", "", e)
@@ -277,7 +272,7 @@ func BenchmarkRequest(b *testing.B) {
 // gateway's own metrics, so that none is exposed unexplained and none is
 // documented that nothing records.
 func TestEveryMetricIsDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,13 +282,13 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	}
 	descs := make(chan *prometheus.Desc, 64)
 	go func() {
-		metrics.New().Registry().Describe(descs)
+		New().reg.Describe(descs)
 		close(descs)
 	}()
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
 	var registered []string
 	for d := range descs {
-		if m := fqName.FindStringSubmatch(d.String()); m != nil && strings.HasPrefix(m[1], metrics.Namespace+"_") {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil && strings.HasPrefix(m[1], namespace+"_") {
 			registered = append(registered, m[1])
 		}
 	}

@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +17,9 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
-	"github.com/hookgate/hookgate/admin"
+	"github.com/hookgate/hookgate/internal/admin"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -29,51 +30,16 @@ const (
 	testPEM   = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 )
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines returns the decoded JSON log lines.
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("log line is not JSON: %q: %v", l, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 type fixture struct {
 	srv *httptest.Server
-	log *syncBuffer
+	log *testlog.Buffer
 }
 
 // start serves admin.New(o) on a real socket; o.Logger is set to a
 // debug-level JSON logger the test can read.
 func start(t *testing.T, o admin.Options) *fixture {
 	t.Helper()
-	f := &fixture{log: &syncBuffer{}}
+	f := &fixture{log: &testlog.Buffer{}}
 	o.Logger = zerolog.New(f.log).Level(zerolog.DebugLevel)
 	f.srv = httptest.NewServer(admin.New(o))
 	t.Cleanup(f.srv.Close)
@@ -510,12 +476,7 @@ func TestReloadWaitAbandoned(t *testing.T) {
 	}
 
 	// Let the server see the client go before the first reload ends.
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(f.log.String(), `"status":503`); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the abandoned reload was never answered 503:\n%s", f.log.String())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	f.log.Wait(t, 5*time.Second, func(s string) bool { return strings.Contains(s, `"status":503`) })
 	close(release)
 	if s := <-first; s != 200 {
 		t.Fatalf("first reload: %d", s)
@@ -646,7 +607,7 @@ func TestRequestLog(t *testing.T) {
 	f.do(t, "GET", "/v1/decisions?limit=3", auth)
 	f.do(t, "GET", "/missing", auth)
 
-	lines := f.log.lines(t)
+	lines := f.log.Lines(t)
 	want := []struct {
 		level, method, path string
 		status              float64
@@ -663,13 +624,13 @@ func TestRequestLog(t *testing.T) {
 	}
 	for i, w := range want {
 		l := lines[i]
-		if l["level"] != w.level || l[admin.FieldMethod] != w.method || l[admin.FieldPath] != w.path || l[admin.FieldStatus] != w.status {
+		if l["level"] != w.level || l["method"] != w.method || l["path"] != w.path || l["status"] != w.status {
 			t.Errorf("line %d = %v, want level=%s %s %s status=%v", i, l, w.level, w.method, w.path, w.status)
 		}
-		if _, ok := l[admin.FieldDuration].(float64); !ok {
-			t.Errorf("line %d has no %s: %v", i, admin.FieldDuration, l)
+		if _, ok := l["duration_ms"].(float64); !ok {
+			t.Errorf("line %d has no %s: %v", i, "duration_ms", l)
 		}
-		if l["message"] != admin.MessageLine {
+		if l["message"] != "admin request" {
 			t.Errorf("line %d message %v", i, l["message"])
 		}
 	}
