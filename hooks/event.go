@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -45,8 +46,12 @@ const (
 	Stop EventKind = "Stop"
 )
 
-// EventKinds lists every event of both dialects.
+// eventKinds lists every event of both dialects.
 var eventKinds = []EventKind{PreToolExecution, PostToolExecution, SessionStart, PreToolUse, PostToolUse, PreInvocation, PostInvocation, Stop}
+
+// EventKinds lists every event of both dialects: the remote-sandbox
+// dialect's, then the agent-CLI dialect's in the order they happen.
+func EventKinds() []EventKind { return slices.Clone(eventKinds) }
 
 // Dialect is the dialect that names this event.
 func (k EventKind) Dialect() Dialect {
@@ -83,13 +88,13 @@ func (k EventKind) IsPre() bool { return k == PreToolExecution || k == PreToolUs
 // ignored.
 func (k EventKind) isPost() bool { return k == PostToolExecution || k == PostToolUse }
 
-// hasTool reports whether the event is about a tool call (and so has a
+// HasTool reports whether the event is about a tool call (and so has a
 // tool name that matchers see).
-func (k EventKind) hasTool() bool { return k.IsPre() || k.isPost() }
+func (k EventKind) HasTool() bool { return k.IsPre() || k.isPost() }
 
 // ruleBased reports whether the event's hooks are {matcher, hooks} rules
 // rather than a plain list of handlers.
-func (k EventKind) ruleBased() bool { return k.hasTool() }
+func (k EventKind) ruleBased() bool { return k.HasTool() }
 
 // ParseEventKind accepts the event names of both dialects.
 func ParseEventKind(s string) (EventKind, error) {
@@ -141,7 +146,7 @@ func NewEvent(kind EventKind, tool string, args json.RawMessage, environmentID, 
 	if tool == "" {
 		return Event{}, errors.New("event: empty tool name")
 	}
-	if !kind.hasTool() {
+	if !kind.HasTool() {
 		return Event{}, fmt.Errorf("event: %s is not a tool event; use ParseEvent", kind)
 	}
 	if len(args) == 0 {
@@ -187,7 +192,7 @@ func ParseEvent(kind EventKind, data []byte, environmentID string) (Event, error
 	}
 	keys := keysOf(kind.Dialect())
 	var name string
-	if kind.hasTool() {
+	if kind.HasTool() {
 		rawCall, ok := top[keys.call]
 		if !ok {
 			other := keysOf(otherDialect(kind.Dialect())).call
