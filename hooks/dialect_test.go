@@ -197,7 +197,7 @@ func TestFailOpenEveryEvent(t *testing.T) {
 	strong := map[EventKind]string{
 		PreToolExecution: `{"decision": "deny"}`, PreToolUse: `{"decision": "deny"}`,
 		Stop: `{"decision": "continue"}`, SessionStart: `{"injectSteps": [{"userMessage": "x"}]}`,
-		PreInvocation: `{"injectSteps": [{"userMessage": "x"}], "terminationBehavior": "terminate"}`,
+		PreInvocation:  `{"injectSteps": [{"userMessage": "x"}], "terminationBehavior": "terminate"}`,
 		PostInvocation: `{"terminationBehavior": "terminate"}`, PostToolExecution: `{}`, PostToolUse: `{}`,
 	}
 	neutral := map[EventKind]string{
