@@ -106,6 +106,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"g": {"pre_tool_execution": [{"matcher": "*_file", "hooks": [{"command": "true"}]}]}}`))
 	f.Add([]byte(`{"g": {"enabled": 1, "x": [}`))
 	f.Add([]byte(`[{"a":"\u0000"}]`))
+	f.Add([]byte(`{"g": {"Stop": [{"matcher": "x", "hooks": []}], "pre_tool_execution": []}}`))
+	f.Add([]byte(`{"g": {"PreToolUse": [{"matcher": "", "hooks": [{"type": "http", "url": "https://x"}]}], "SessionStart": {}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, ps := compileFile("f.json", data)
 		lines := strings.Count(string(data), "\n") + 1
