@@ -204,7 +204,7 @@ func TestCLIDecisionPairs(t *testing.T) {
 					if len(d.Results) != 1 {
 						t.Fatalf("a deny must end the chain; ran %d handlers", len(d.Results))
 					}
-				case strictness[b] > strictness[a]:
+				case b.strictness() > a.strictness():
 					want, reason = b, "b says "+string(b)
 				case a == b:
 					reason += "; b says " + string(b)

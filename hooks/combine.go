@@ -46,9 +46,9 @@ func (c *combiner) payloadFor(d Dialect) ([]byte, error) {
 // level and its reasons, an equal one adds its reason.
 func (c *combiner) raise(v Verdict, reason string) {
 	switch {
-	case strictness[v] > strictness[c.level]:
+	case v.strictness() > c.level.strictness():
 		c.level, c.reasons = v, nil
-	case strictness[v] < strictness[c.level]:
+	case v.strictness() < c.level.strictness():
 		return
 	}
 	if reason != "" {
@@ -102,7 +102,7 @@ func (c *combiner) add(g *Group, h *Handler, res Result) string {
 		return string(a.verdict)
 	}
 	c.steps = append(c.steps, a.injectSteps...)
-	if terminationRank[a.termination] > terminationRank[c.term] {
+	if terminationRank(a.termination) > terminationRank(c.term) {
 		c.term = a.termination
 	}
 	return "applied"

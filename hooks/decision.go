@@ -30,11 +30,33 @@ const (
 )
 
 // strictness orders the pre-event verdicts; the strictest wins.
-var strictness = map[Verdict]int{Allow: 0, AutoApprove: 1, Ask: 2, ForceAsk: 3, DenyUnlessPriorGrant: 4, Deny: 5}
+func (v Verdict) strictness() int {
+	switch v {
+	case AutoApprove:
+		return 1
+	case Ask:
+		return 2
+	case ForceAsk:
+		return 3
+	case DenyUnlessPriorGrant:
+		return 4
+	case Deny:
+		return 5
+	}
+	return 0
+}
 
 // Termination behaviours of SessionStart, PreInvocation, PostInvocation,
 // strongest last.
-var terminationRank = map[string]int{"": 0, "force_continue": 1, "terminate": 2}
+func terminationRank(behavior string) int {
+	switch behavior {
+	case "force_continue":
+		return 1
+	case "terminate":
+		return 2
+	}
+	return 0
+}
 
 // Decision is the outcome of running an event's hooks, combined over every
 // handler that ran, in order. Its JSON form (MarshalJSON) is the output of
@@ -311,8 +333,18 @@ func (p *answerParser) permissionOverrides() {
 	}
 }
 
-// stepFields are the kinds of inject step and the JSON type of each.
-var stepFields = map[string]byte{"systemMessage": '{', "userMessage": '"', "ephemeralMessage": '"', "errorMessage": '{'}
+// stepType returns the first byte of the JSON type of an inject step's
+// value: '{' for systemMessage and errorMessage, '"' for userMessage and
+// ephemeralMessage; 0 for anything else.
+func stepType(kind string) byte {
+	switch kind {
+	case "systemMessage", "errorMessage":
+		return '{'
+	case "userMessage", "ephemeralMessage":
+		return '"'
+	}
+	return 0
+}
 
 func (p *answerParser) injectSteps() {
 	raw := p.present("injectSteps")
@@ -349,8 +381,8 @@ func checkStep(s json.RawMessage) string {
 		return fmt.Sprintf("has %d fields, want exactly one of systemMessage, userMessage, ephemeralMessage, errorMessage", len(m))
 	}
 	for k, v := range m {
-		want, ok := stepFields[k]
-		if !ok {
+		want := stepType(k)
+		if want == 0 {
 			return fmt.Sprintf("unknown step %q, want systemMessage, userMessage, ephemeralMessage or errorMessage", k)
 		}
 		if len(v) == 0 || v[0] != want {

@@ -269,3 +269,18 @@ func TestFailOpenEveryEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestCrossDialectOverwriteOnRemoteCall: an agent-CLI handler's overwrite
+// on a remote-sandbox call rewrites the args later handlers get (in their
+// own dialect) and is passed on in the output.
+func TestCrossDialectOverwriteOnRemoteCall(t *testing.T) {
+	e := newEnv(t)
+	e.writeRoot(t, file(group("rewrite", PreToolUse, echoHook(`{"decision": "auto_approve", "overwrite": {"code": "ls -la"}}`))))
+	e.writeWS(t, `{"audit": {"pre_tool_execution": [{"matcher": "*", "hooks": [{"command": "cat > seen.json; echo '{\"decision\": \"allow\"}'"}]}]}}`)
+	r, _ := e.runner(t, RunnerOptions{})
+	d := r.Run(ctxT(t), event(t, PreToolExecution, "code_execution", `{"code": "ls", "language": "bash"}`))
+	out, _ := json.Marshal(d)
+	jsonEqual(t, out, `{"decision": "allow", "overwrite": {"code": "ls -la"}}`)
+	seen, _ := os.ReadFile(filepath.Join(e.ws, "seen.json"))
+	jsonEqual(t, seen, `{"tool_call": {"name": "code_execution", "args": {"code": "ls -la", "language": "bash"}}, "environment_id": "env_test"}`)
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -46,12 +45,11 @@ const (
 	Stop EventKind = "Stop"
 )
 
-// eventKinds lists every event of both dialects.
-var eventKinds = []EventKind{PreToolExecution, PostToolExecution, SessionStart, PreToolUse, PostToolUse, PreInvocation, PostInvocation, Stop}
-
 // EventKinds lists every event of both dialects: the remote-sandbox
 // dialect's, then the agent-CLI dialect's in the order they happen.
-func EventKinds() []EventKind { return slices.Clone(eventKinds) }
+func EventKinds() []EventKind {
+	return []EventKind{PreToolExecution, PostToolExecution, SessionStart, PreToolUse, PostToolUse, PreInvocation, PostInvocation, Stop}
+}
 
 // Dialect is the dialect that names this event.
 func (k EventKind) Dialect() Dialect {
@@ -98,17 +96,18 @@ func (k EventKind) ruleBased() bool { return k.HasTool() }
 
 // ParseEventKind accepts the event names of both dialects.
 func ParseEventKind(s string) (EventKind, error) {
-	for _, k := range eventKinds {
+	kinds := EventKinds()
+	for _, k := range kinds {
 		if string(k) == s {
 			return k, nil
 		}
 	}
-	names := make([]string, len(eventKinds))
-	for i, k := range eventKinds {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
 		names[i] = string(k)
 	}
 	hint := ""
-	for _, k := range eventKinds {
+	for _, k := range kinds {
 		if strings.EqualFold(string(k), s) {
 			hint = fmt.Sprintf(" (did you mean %s?)", k)
 		}

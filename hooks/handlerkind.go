@@ -5,16 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/hookgate/hookgate/hookhttp"
 )
 
 // Handler kinds in one place: what hooks.json fields each kind takes
-// (handlerKinds, used by the loader) and how it is run (Runner.invoke).
-// A new kind adds an entry to the table, a HandlerType constant, a case to
-// the loader's field switch for its own fields, and a case to invoke;
-// the rest of the runtime (matching, dialects, combining answers, logging)
-// does not change.
+// (kindOf, used by the loader) and how it is run (Runner.invoke). A new
+// kind adds a HandlerType constant, a case to handlerTypes and kindOf, a
+// case to the loader's field switch for its own fields, and a case to
+// invoke; the rest of the runtime (matching, dialects, combining answers,
+// logging) does not change.
 
 // handlerKind describes one handler type of hooks.json.
 type handlerKind struct {
@@ -25,21 +26,29 @@ type handlerKind struct {
 	required string
 }
 
-var handlerKinds = map[HandlerType]handlerKind{
-	CommandHandler: {fields: []string{"command"}, required: "command"},
-	HTTPHandler:    {fields: []string{"url", "headers"}, required: "url"},
+// handlerTypes lists the handler types hooks.json accepts.
+func handlerTypes() []HandlerType { return []HandlerType{CommandHandler, HTTPHandler} }
+
+// kindOf describes handler type t; false when there is no such type.
+func kindOf(t HandlerType) (handlerKind, bool) {
+	switch t {
+	case CommandHandler:
+		return handlerKind{fields: []string{"command"}, required: "command"}, true
+	case HTTPHandler:
+		return handlerKind{fields: []string{"url", "headers"}, required: "url"}, true
+	}
+	return handlerKind{}, false
 }
 
-// handlerKindOf returns the kind whose fields include field, or "".
-func handlerKindOf(field string) HandlerType {
-	for t, k := range handlerKinds {
-		for _, f := range k.fields {
-			if f == field {
-				return t
-			}
+// handlerKindOf returns the type whose own fields include field, or "".
+func handlerKindOf(field string) (HandlerType, handlerKind) {
+	for _, t := range handlerTypes() {
+		k, _ := kindOf(t)
+		if slices.Contains(k.fields, field) {
+			return t, k
 		}
 	}
-	return ""
+	return "", handlerKind{}
 }
 
 // invocation is what a handler is run with.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"math"
 	"net/url"
 	"os"
@@ -403,7 +402,7 @@ func groupFieldHint(key string) string {
 	case "post_tool_use", "posttoolexecution", "post-tool-execution":
 		return `write "post_tool_execution" (remote-sandbox dialect) or "PostToolUse" (agent-CLI dialect)`
 	}
-	for _, k := range eventKinds {
+	for _, k := range EventKinds() {
 		if strings.EqualFold(string(k), key) {
 			return fmt.Sprintf("event names are case-sensitive: write %q", k)
 		}
@@ -474,7 +473,7 @@ func (c *fileCompiler) group(m member) *Group {
 // groupFields are the field names a group of this file may have.
 func (c *fileCompiler) groupFields() []string {
 	fields := []string{"enabled"}
-	for _, k := range eventKinds {
+	for _, k := range EventKinds() {
 		if c.dialect == "" || k.Dialect() == c.dialect {
 			fields = append(fields, string(k))
 		}
@@ -602,13 +601,12 @@ func (c *fileCompiler) handler(field string, n *node, skip ...string) *Handler {
 		fields[f.key] = f
 	}
 	// Type first: it decides which fields belong.
-	types := slices.Sorted(maps.Keys(handlerKinds))
-	typeNames := make([]string, len(types))
-	for i, t := range types {
-		typeNames[i] = string(t)
+	typeNames := make([]string, 0, len(handlerTypes()))
+	for _, t := range handlerTypes() {
+		typeNames = append(typeNames, string(t))
 	}
 	if f, ok := fields["type"]; ok {
-		_, known := handlerKinds[HandlerType(f.val.str)]
+		_, known := kindOf(HandlerType(f.val.str))
 		switch {
 		case f.val.kind != kindString:
 			c.errorf(f.val.off, field+".type", `must be %s, not %s`, quoteOr(typeNames), f.val.kind)
@@ -621,7 +619,8 @@ func (c *fileCompiler) handler(field string, n *node, skip ...string) *Handler {
 		}
 	}
 	allowed := map[string]bool{"type": true, "timeout": true, "on_failure": true}
-	for _, k := range handlerKinds[h.Type].fields {
+	kind, _ := kindOf(h.Type)
+	for _, k := range kind.fields {
 		allowed[k] = true
 	}
 	for _, f := range n.members {
@@ -631,9 +630,9 @@ func (c *fileCompiler) handler(field string, n *node, skip ...string) *Handler {
 		ff := field + "." + f.key
 		if !allowed[f.key] {
 			hint := suggest(f.key, "type", "command", "url", "headers", "timeout", "on_failure")
-			if t := handlerKindOf(f.key); t != "" {
-				hint = fmt.Sprintf("%s belong to \"type\": %q handlers", quoteAnd(handlerKinds[t].fields), t)
-				if len(handlerKinds[t].fields) == 1 {
+			if t, other := handlerKindOf(f.key); t != "" {
+				hint = fmt.Sprintf("%s belong to \"type\": %q handlers", quoteAnd(other.fields), t)
+				if len(other.fields) == 1 {
 					hint = strings.Replace(hint, " belong ", " belongs ", 1)
 				}
 			}
@@ -679,7 +678,7 @@ func (c *fileCompiler) handler(field string, n *node, skip ...string) *Handler {
 			}
 		}
 	}
-	if req := handlerKinds[h.Type].required; req != "" {
+	if req := kind.required; req != "" {
 		if _, ok := fields[req]; !ok {
 			c.errorf(n.off, field, "%s handler without %q", h.Type, req)
 			invalid = append(invalid, "no "+req)

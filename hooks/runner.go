@@ -173,10 +173,11 @@ func (r *Runner) Run(ctx context.Context, ev Event) Decision {
 	}
 	var results []Result
 	n := 0
+chain:
 	for _, m := range r.matching(ev.Kind, ev.Tool) {
 		for _, h := range m.rule.Handlers {
 			if c.stopped {
-				break
+				break chain
 			}
 			n++
 			res := r.runHandler(ctx, c, m.group, h, fmt.Sprintf("%s-%d", eventID, n))
@@ -233,8 +234,8 @@ func (r *Runner) logResult(log zerolog.Logger, res Result, dialect Dialect, effe
 		Str(fieldEffect, effect).
 		Str(fieldSource, fmt.Sprintf("%s:%d", res.Handler.File, res.Handler.Line))
 	detail := res.Detail
-	if res.Outcome == OutcomeDeny {
-		detail = res.Reason
+	if !res.Outcome.Failed() && res.Reason != "" {
+		detail = res.Reason // a verdict's or Stop's reason
 	}
 	e = e.Str(fieldDetail, detail)
 	if res.Stderr != "" {

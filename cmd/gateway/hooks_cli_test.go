@@ -198,3 +198,17 @@ func TestHooksList(t *testing.T) {
 		t.Fatalf("list: exit %d\n%s", code, out)
 	}
 }
+
+// TestHooksGlobalFileFromHome: without --global, the global file is
+// $HOME/.gemini/config/hooks.json.
+func TestHooksGlobalFileFromHome(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	writeTestFile(t, filepath.Join(home, ".gemini", "config", "hooks.json"), `{"home-hook": {"Stop": [{"command": "true"}]}}`)
+	root, ws := hooksEnv(t, "", "")
+	out, errOut, code := runHooksCLI(t, "", "list", "--json", "--root", root, "--workspace", ws)
+	var rows []hookRow
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].Group != "home-hook" || rows[0].Source != "global" {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+}
