@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 )
 
 // The byte-level surgery on event payloads: renaming the top-level members
@@ -43,14 +44,25 @@ func skipSpace(data []byte, i int) int {
 }
 
 // skipString returns the index after the string starting at data[i] ('"').
+// It jumps from quote to quote (IndexByte is vectorised), so a long string
+// costs little; a quote preceded by an odd number of backslashes is
+// escaped.
 func skipString(data []byte, i int) (int, error) {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1, nil
+	j := i + 1
+	for j <= len(data) {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			break
 		}
+		q := j + k
+		n := 0
+		for b := q - 1; b > i && data[b] == '\\'; b-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1, nil
+		}
+		j = q + 1
 	}
 	return 0, errMalformed
 }
@@ -110,7 +122,7 @@ func scanObject(data []byte) ([]memberSpan, error) {
 	if i >= len(data) || data[i] != '{' {
 		return nil, errMalformed
 	}
-	var spans []memberSpan
+	spans := make([]memberSpan, 0, 8)
 	i = skipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
 		return spans, nil
@@ -213,16 +225,22 @@ func convertPayload(payload []byte, from, to Dialect) ([]byte, error) {
 		return nil, err
 	}
 	src, dst := keysOf(from), keysOf(to)
-	renames := map[string]string{src.call: dst.call, src.env: dst.env}
-	present := make(map[string]bool, len(spans))
-	for _, s := range spans {
-		present[s.key] = true
+	has := func(key string) bool {
+		return slices.ContainsFunc(spans, func(s memberSpan) bool { return s.key == key })
 	}
 	out := make([]byte, 0, len(payload)+8)
 	last := 0
 	for _, s := range spans {
-		to, ok := renames[s.key]
-		if !ok || present[to] {
+		var to string
+		switch s.key {
+		case src.call:
+			to = dst.call
+		case src.env:
+			to = dst.env
+		default:
+			continue
+		}
+		if has(to) {
 			continue
 		}
 		out = append(out, payload[last:s.keyStart]...)
