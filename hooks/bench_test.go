@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -135,4 +136,99 @@ func BenchmarkHTTPHookRoundTrip(b *testing.B) {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	b.ReportMetric(float64(ds[len(ds)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds()), "p99-µs")
+}
+
+// tenKiBPayload is an agent-CLI PreToolUse event of about 10 KiB: a file
+// write whose content is most of it, plus the common fields.
+func tenKiBPayload(b *testing.B) Event {
+	content := strings.Repeat(`line of "code" with \\ escapes and text `, 10<<10/42)
+	args := mustJSONb(b, map[string]any{"TargetFile": "/workspace/project/main.go", "CodeContent": content, "Overwrite": true})
+	payload := `{"toolCall": {"name": "write_to_file", "args": ` + args + `}, "stepIdx": 19, ` + commonFields + `}`
+	ev, err := ParseEvent(PreToolUse, []byte(payload), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(ev.Payload) < 10<<10 {
+		b.Fatalf("payload is %d bytes", len(ev.Payload))
+	}
+	return ev
+}
+
+func mustJSONb(b *testing.B, v any) string {
+	out, err := json.Marshal(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(out)
+}
+
+// BenchmarkConvertPayload10KiB: what the dialect conversion adds per
+// handler for a 10 KiB payload, both ways.
+func BenchmarkConvertPayload10KiB(b *testing.B) {
+	ev := tenKiBPayload(b)
+	remote, err := convertPayload(ev.Payload, DialectCLI, DialectRemote)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("cli-to-remote", func(b *testing.B) {
+		b.SetBytes(int64(len(ev.Payload)))
+		for b.Loop() {
+			if _, err := convertPayload(ev.Payload, DialectCLI, DialectRemote); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("remote-to-cli", func(b *testing.B) {
+		b.SetBytes(int64(len(remote)))
+		for b.Loop() {
+			if _, err := convertPayload(remote, DialectRemote, DialectCLI); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// An overwrite rewrites the args in the payload that later handlers get.
+	over := []rawMember{{key: "TargetFile", val: []byte(`"/workspace/project/other.go"`)}}
+	b.Run("overwrite", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := withArgs(ev.Payload, DialectCLI, over); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkMatch100RulesCLI matches one tool against 100 agent-CLI
+// PreToolUse rules, and a remote-sandbox event against them (converted
+// event name).
+func BenchmarkMatch100RulesCLI(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("{")
+	for i := range 100 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `"g%d": {"PreToolUse": [{"matcher": %q, "hooks": [{"command": "true"}]}]}`, i, mixed(i))
+	}
+	sb.WriteString("}")
+	groups, ps := compileFile("bench.json", []byte(sb.String()))
+	if ps.HasErrors() {
+		b.Fatal(ps)
+	}
+	r := NewRunner(&Hooks{Groups: groups}, RunnerOptions{})
+	for _, kind := range []EventKind{PreToolUse, PreToolExecution} {
+		b.Run(string(kind)+"/uncached", func(b *testing.B) {
+			for b.Loop() {
+				if len(r.computeMatches(kind, "write_file")) == 0 {
+					b.Fatal("no match")
+				}
+			}
+		})
+		b.Run(string(kind)+"/cached", func(b *testing.B) {
+			for b.Loop() {
+				if len(r.matching(kind, "write_file")) == 0 {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
 }

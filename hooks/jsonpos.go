@@ -29,6 +29,7 @@ func (k jsonKind) String() string {
 type node struct {
 	kind    jsonKind
 	off     int64
+	end     int64 // the offset just after the value
 	b       bool
 	num     json.Number
 	str     string
@@ -170,6 +171,7 @@ func (p *jsonParser) valueFrom(tok json.Token, off int64) (*node, error) {
 			return nil, &posError{off: off, msg: fmt.Sprintf("invalid JSON: unexpected %q", t)}
 		}
 	}
+	n.end = p.dec.InputOffset()
 	return n, nil
 }
 

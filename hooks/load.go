@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,15 +25,69 @@ const DefaultTimeout = 30 * time.Second
 // maxTimeout bounds a handler's timeout: beyond a day it is surely a typo.
 const maxTimeout = 24 * time.Hour
 
+// GlobalFile is the agent-CLI global hooks.json, relative to the home
+// directory.
+const GlobalFile = ".gemini/config/hooks.json"
+
+// PluginFile is a plugin's hooks.json, relative to the plugin's directory.
+const PluginFile = "hooks.json"
+
 // LoadOptions say where to look for hooks.json. Every field is optional.
+//
+// The files are loaded, and their groups run, in this order: the root
+// file, the workspace files (Workspace, then Workspaces), the global file,
+// then the plugins' files (each plugin directory in order, its plugins by
+// name). The same file reached twice is loaded once.
 type LoadOptions struct {
 	// Workspace is the agent's working directory: its .agents/hooks.json is
 	// loaded and command handlers run there. If empty, the current
 	// directory.
 	Workspace string
+	// Workspaces are more workspace directories: each one's
+	// .agents/hooks.json is loaded, and its commands run in it.
+	Workspaces []string
 	// Root stands for "/": Root/.agents/hooks.json is the authoritative
 	// file (a read-only mount). If empty, "/".
 	Root string
+	// Global is the global hooks.json (the agent-CLI's is
+	// $HOME/.gemini/config/hooks.json, see DefaultGlobalFile). If empty,
+	// none.
+	Global string
+	// Plugins are plugin directories: every DIR/*/hooks.json is loaded, its
+	// groups named "plugin/group".
+	Plugins []string
+}
+
+// DefaultGlobalFile is $HOME/.gemini/config/hooks.json, or "" when there
+// is no home directory.
+func DefaultGlobalFile() string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return ""
+	}
+	return filepath.Join(home, GlobalFile)
+}
+
+// SourceKind says what role a hooks.json plays.
+type SourceKind string
+
+const (
+	SourceRoot      SourceKind = "root"
+	SourceWorkspace SourceKind = "workspace"
+	SourceGlobal    SourceKind = "global"
+	SourcePlugin    SourceKind = "plugin"
+)
+
+// Source is one place where a hooks.json was looked for.
+type Source struct {
+	Path    string
+	Kind    SourceKind
+	Found   bool
+	Dialect Dialect // of a found file; "" when it has no events
+	// Plugin names the plugin of a plugin file.
+	Plugin string
+	// dir is where the file's commands run ("" for the main workspace).
+	dir string
 }
 
 // HandlerType is "command" or "http".
@@ -49,6 +104,10 @@ type Hooks struct {
 	Files []string
 	// Searched are the paths where hooks.json was looked for, root first.
 	Searched []string
+	// Sources are the places looked at, in load order, with their role.
+	Sources []Source
+	// RootFile is the authoritative file's path (found or not).
+	RootFile string
 	// Workspace is where command handlers run.
 	Workspace string
 	// Groups in run order: the root file's groups, then the workspace's,
@@ -58,18 +117,31 @@ type Hooks struct {
 
 // Group is a named hook group.
 type Group struct {
-	Name    string
+	// Name is the group's name: its key in the file, prefixed with
+	// "plugin/" for a plugin's group.
+	Name string
+	// Key is the group's key in its file.
+	Key     string
 	Enabled bool
 	File    string
 	Line    int
-	Rules   map[EventKind][]*Rule
+	// Dialect is the file's: Rules are keyed by its event names.
+	Dialect Dialect
+	// Source is the role of the file.
+	Source SourceKind
+	// Dir is where the group's commands run; "" for the main workspace.
+	Dir   string
+	Rules map[EventKind][]*Rule
 }
 
-// Rule is one {matcher, hooks} entry.
+// Rule is one {matcher, hooks} entry; for the agent-CLI events whose hooks
+// are a plain list of handlers (SessionStart, PreInvocation,
+// PostInvocation, Stop), one rule that matches everything.
 type Rule struct {
 	Matcher  *Matcher
 	Handlers []*Handler
 	Line     int
+	Field    string // where it was declared, e.g. audit.post_tool_execution[0]
 }
 
 // Handler is one hook handler.
@@ -101,23 +173,18 @@ func (h *Handler) Name() string {
 	return s
 }
 
-// Load discovers and compiles Root/.agents/hooks.json and
-// Workspace/.agents/hooks.json. Missing files are fine (no hooks). Problems
-// in the files are returned, not fatal: what can be used is used (an
-// invalid matcher matches nothing, an invalid handler fails when run). The
-// error is non-nil only when a file exists but cannot be read.
+// Load discovers and compiles the hooks.json files of opts (see
+// LoadOptions for which, and their order). Missing files are fine (no
+// hooks). Problems in the files are returned, not fatal: what can be used
+// is used (an invalid matcher matches nothing, an invalid handler fails
+// when run). The error is non-nil only when a file exists but cannot be
+// read. The root file is authoritative: a group of another file with the
+// name of a root group is ignored, so no other file can disable or
+// replace it.
 func Load(opts LoadOptions) (*Hooks, srcpos.Errors, error) {
-	ws := opts.Workspace
-	if ws == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, nil, fmt.Errorf("hooks: workspace: %w", err)
-		}
-		ws = wd
-	}
-	ws, err := filepath.Abs(ws)
+	ws, err := workspaceDir(opts.Workspace)
 	if err != nil {
-		return nil, nil, fmt.Errorf("hooks: workspace: %w", err)
+		return nil, nil, err
 	}
 	root := opts.Root
 	if root == "" {
@@ -126,14 +193,9 @@ func Load(opts LoadOptions) (*Hooks, srcpos.Errors, error) {
 	if root, err = filepath.Abs(root); err != nil {
 		return nil, nil, fmt.Errorf("hooks: root: %w", err)
 	}
-
-	h := &Hooks{Workspace: ws}
-	var problems srcpos.Errors
-	rootNames := map[string]bool{}
-
 	rootFile := filepath.Join(root, HooksFile)
-	wsFile := filepath.Join(ws, HooksFile)
-	h.Searched = []string{rootFile, wsFile}
+	h := &Hooks{Workspace: ws, RootFile: rootFile}
+	var problems srcpos.Errors
 	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
 		problems = append(problems, &srcpos.Error{
 			Severity: srcpos.SeverityWarning, File: rootFile,
@@ -141,38 +203,47 @@ func Load(opts LoadOptions) (*Hooks, srcpos.Errors, error) {
 			Hint: "check --root (the directory standing for /, whose .agents/hooks.json is authoritative)",
 		})
 	}
-	rootInfo, rerr := os.Stat(rootFile)
-	wsInfo, werr := os.Stat(wsFile)
-	if werr == nil && rerr == nil && os.SameFile(rootInfo, wsInfo) {
-		werr = fs.ErrNotExist // the workspace is the root: one file
-		h.Searched = h.Searched[:1]
+	sources, err := candidates(opts, rootFile, ws)
+	if err != nil {
+		return nil, problems, err
 	}
 
-	for _, f := range []struct {
-		path   string
-		err    error
-		isRoot bool
-	}{{rootFile, rerr, true}, {wsFile, werr, false}} {
-		if errors.Is(f.err, fs.ErrNotExist) {
+	rootNames := map[string]bool{}
+	var seen []os.FileInfo
+	for _, src := range sources {
+		info, err := os.Stat(src.Path)
+		if err == nil && slices.ContainsFunc(seen, func(o os.FileInfo) bool { return os.SameFile(o, info) }) {
+			continue // the workspace is the root, or a file named twice: once
+		}
+		h.Searched = append(h.Searched, src.Path)
+		if errors.Is(err, fs.ErrNotExist) {
+			h.Sources = append(h.Sources, src)
 			continue
 		}
-		data, err := os.ReadFile(f.path)
-		if err != nil {
-			return nil, problems, fmt.Errorf("hooks: %w", err)
+		data, rerr := os.ReadFile(src.Path)
+		if rerr != nil {
+			return nil, problems, fmt.Errorf("hooks: %w", rerr)
 		}
-		h.Files = append(h.Files, f.path)
-		groups, ps := compileFile(f.path, data)
+		seen = append(seen, info)
+		h.Files = append(h.Files, src.Path)
+		dialect, groups, ps := compileFileDialect(src.Path, data)
 		problems = append(problems, ps...)
+		src.Found, src.Dialect = true, dialect
+		h.Sources = append(h.Sources, src)
 		for _, g := range groups {
-			if !f.isRoot && rootNames[g.Name] {
+			g.Source, g.Dir = src.Kind, src.dir
+			if src.Plugin != "" {
+				g.Name = src.Plugin + "/" + g.Key
+			}
+			if src.Kind != SourceRoot && rootNames[g.Name] {
 				problems = append(problems, &srcpos.Error{
-					Severity: srcpos.SeverityWarning, File: f.path, Line: g.Line, Field: g.Name,
+					Severity: srcpos.SeverityWarning, File: src.Path, Line: g.Line, Field: g.Key,
 					Msg:  fmt.Sprintf("group %q is defined in %s, which wins; this one is ignored", g.Name, rootFile),
-					Hint: "rename the group to add hooks; the root file's groups cannot be replaced or disabled from the workspace",
+					Hint: "rename the group to add hooks; the root file's groups cannot be replaced or disabled from any other file",
 				})
 				continue
 			}
-			if f.isRoot {
+			if src.Kind == SourceRoot {
 				rootNames[g.Name] = true
 			}
 			h.Groups = append(h.Groups, g)
@@ -181,11 +252,67 @@ func Load(opts LoadOptions) (*Hooks, srcpos.Errors, error) {
 	return h, problems, nil
 }
 
+func workspaceDir(ws string) (string, error) {
+	if ws == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("hooks: workspace: %w", err)
+		}
+		ws = wd
+	}
+	ws, err := filepath.Abs(ws)
+	if err != nil {
+		return "", fmt.Errorf("hooks: workspace: %w", err)
+	}
+	return ws, nil
+}
+
+// candidates lists where hooks.json files are looked for, in load order.
+func candidates(opts LoadOptions, rootFile, ws string) ([]Source, error) {
+	srcs := []Source{
+		{Path: rootFile, Kind: SourceRoot},
+		{Path: filepath.Join(ws, HooksFile), Kind: SourceWorkspace},
+	}
+	for _, w := range opts.Workspaces {
+		dir, err := workspaceDir(w)
+		if err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, Source{Path: filepath.Join(dir, HooksFile), Kind: SourceWorkspace, dir: dir})
+	}
+	if opts.Global != "" {
+		g, err := filepath.Abs(opts.Global)
+		if err != nil {
+			return nil, fmt.Errorf("hooks: global file: %w", err)
+		}
+		srcs = append(srcs, Source{Path: g, Kind: SourceGlobal})
+	}
+	for _, dir := range opts.Plugins {
+		files, err := filepath.Glob(filepath.Join(dir, "*", PluginFile))
+		if err != nil {
+			return nil, fmt.Errorf("hooks: plugins %s: %w", dir, err)
+		}
+		slices.Sort(files)
+		for _, f := range files {
+			abs, err := filepath.Abs(f)
+			if err != nil {
+				return nil, fmt.Errorf("hooks: plugin: %w", err)
+			}
+			srcs = append(srcs, Source{Path: abs, Kind: SourcePlugin, Plugin: filepath.Base(filepath.Dir(abs))})
+		}
+	}
+	return srcs, nil
+}
+
 // fileCompiler turns one file's JSON tree into groups, collecting problems.
 type fileCompiler struct {
 	path     string
 	data     []byte
 	problems srcpos.Errors
+	// dialect is the file's, decided by its first event key.
+	dialect Dialect
+	// dialectAt is where that first event key is.
+	dialectAt int64
 }
 
 func (c *fileCompiler) problem(sev srcpos.Severity, off int64, field, msg, hint string) {
@@ -197,9 +324,46 @@ func (c *fileCompiler) errorf(off int64, field, format string, args ...any) {
 	c.problem(srcpos.SeverityError, off, field, fmt.Sprintf(format, args...), "")
 }
 
+// compileFile compiles one hooks.json.
 func compileFile(path string, data []byte) ([]*Group, srcpos.Errors) {
+	_, groups, problems := compileFileDialect(path, data)
+	return groups, problems
+}
+
+// compileFileDialect compiles one hooks.json and says its dialect ("" when
+// it names no event).
+func compileFileDialect(path string, data []byte) (Dialect, []*Group, srcpos.Errors) {
 	c := &fileCompiler{path: path, data: data}
-	root, err := parseJSON(data)
+	groups := c.compile()
+	return c.dialect, groups, c.problems
+}
+
+// eventDialect returns the dialect whose event key is key, or "".
+func eventDialect(key string) Dialect {
+	k, err := ParseEventKind(key)
+	if err != nil {
+		return ""
+	}
+	return k.Dialect()
+}
+
+// detectDialect sets the file's dialect from its first event key.
+func (c *fileCompiler) detectDialect(root *node) {
+	for _, g := range root.members {
+		if g.val.kind != kindObject {
+			continue
+		}
+		for _, f := range g.val.members {
+			if d := eventDialect(f.key); d != "" {
+				c.dialect, c.dialectAt = d, f.keyOff
+				return
+			}
+		}
+	}
+}
+
+func (c *fileCompiler) compile() []*Group {
+	root, err := parseJSON(c.data)
 	if err != nil {
 		var pe *posError
 		off := int64(0)
@@ -207,12 +371,13 @@ func compileFile(path string, data []byte) ([]*Group, srcpos.Errors) {
 			off = pe.off
 		}
 		c.problem(srcpos.SeverityError, off, "", err.Error()+"; the whole file is ignored", "")
-		return nil, c.problems
+		return nil
 	}
 	if root.kind != kindObject {
 		c.errorf(root.off, "", "the top level must be an object of named groups, not %s; the whole file is ignored", root.kind)
-		return nil, c.problems
+		return nil
 	}
+	c.detectDialect(root)
 	var groups []*Group
 	seen := map[string]bool{}
 	for _, m := range root.members {
@@ -225,28 +390,32 @@ func compileFile(path string, data []byte) ([]*Group, srcpos.Errors) {
 			groups = append(groups, g)
 		}
 	}
-	return groups, c.problems
+	return groups
 }
 
-// groupFieldHint points a field name of another hook format (or a
-// near-miss spelling of ours) at our event names; "" when it has none.
+// groupFieldHint points a near-miss spelling of an event name at the
+// right one; "" when it has none.
 func groupFieldHint(key string) string {
 	switch strings.ToLower(key) {
-	case "pretooluse":
-		return `this file uses hook groups; write "pre_tool_execution"`
-	case "posttooluse":
-		return `this file uses hook groups; write "post_tool_execution"`
 	case "pre_tool_use", "pretoolexecution", "pre-tool-execution":
-		return `write "pre_tool_execution"`
+		return `write "pre_tool_execution" (remote-sandbox dialect) or "PreToolUse" (agent-CLI dialect)`
 	case "post_tool_use", "posttoolexecution", "post-tool-execution":
-		return `write "post_tool_execution"`
+		return `write "post_tool_execution" (remote-sandbox dialect) or "PostToolUse" (agent-CLI dialect)`
+	}
+	for _, k := range EventKinds() {
+		if strings.EqualFold(string(k), key) {
+			return fmt.Sprintf("event names are case-sensitive: write %q", k)
+		}
 	}
 	return ""
 }
 
 func (c *fileCompiler) group(m member) *Group {
 	name := m.key
-	g := &Group{Name: name, Enabled: true, File: c.path, Rules: map[EventKind][]*Rule{}}
+	g := &Group{Name: name, Key: name, Enabled: true, File: c.path, Dialect: c.dialect, Rules: map[EventKind][]*Rule{}}
+	if g.Dialect == "" {
+		g.Dialect = DialectRemote // no events at all: nothing runs either way
+	}
 	g.Line, _ = lineCol(c.data, m.keyOff)
 	if name == "" {
 		c.errorf(m.keyOff, `""`, "empty group name")
@@ -254,7 +423,7 @@ func (c *fileCompiler) group(m member) *Group {
 	if m.val.kind != kindObject {
 		hint := ""
 		if name == "hooks" {
-			hint = `this looks like another tool's hooks format; hooks.json here maps group names to {"pre_tool_execution": [...], "post_tool_execution": [...]}`
+			hint = `hooks.json maps group names to {"PreToolUse": [...], ...} (agent-CLI dialect) or {"pre_tool_execution": [...], ...} (remote-sandbox dialect)`
 		}
 		c.problem(srcpos.SeverityError, m.val.off, name, fmt.Sprintf("a group must be an object, not %s; group ignored", m.val.kind), hint)
 		return nil
@@ -274,20 +443,74 @@ func (c *fileCompiler) group(m member) *Group {
 				continue
 			}
 			g.Enabled = f.val.b
-		case string(PreToolExecution), string(PostToolExecution):
-			g.Rules[EventKind(f.key)] = c.rules(field, f.val)
 		default:
-			hint := groupFieldHint(f.key)
-			if hint == "" {
-				hint = suggest(f.key, "enabled", string(PreToolExecution), string(PostToolExecution))
+			d := eventDialect(f.key)
+			switch {
+			case d == "":
+				hint := groupFieldHint(f.key)
+				if hint == "" {
+					hint = suggest(f.key, c.groupFields()...)
+				}
+				c.problem(srcpos.SeverityError, f.keyOff, field, "unknown field", hint)
+			case d != c.dialect:
+				line, _ := lineCol(c.data, c.dialectAt)
+				c.problem(srcpos.SeverityError, f.keyOff, field,
+					fmt.Sprintf("an event of the %s dialect in a file of the %s dialect (its first event, line %d, decides); ignored", d, c.dialect, line),
+					"one file holds one dialect: move these hooks to a file of their own, or use this file's event names")
+			case EventKind(f.key).ruleBased():
+				g.Rules[EventKind(f.key)] = c.rules(field, f.val)
+			default:
+				g.Rules[EventKind(f.key)] = c.handlerList(field, f.val)
 			}
-			c.problem(srcpos.SeverityError, f.keyOff, field, "unknown field", hint)
 		}
 	}
 	if len(g.Rules) == 0 {
-		c.problem(srcpos.SeverityWarning, m.keyOff, name, "group has no pre_tool_execution or post_tool_execution hooks", "")
+		c.problem(srcpos.SeverityWarning, m.keyOff, name, "group has no hooks for any event", "")
 	}
 	return g
+}
+
+// groupFields are the field names a group of this file may have.
+func (c *fileCompiler) groupFields() []string {
+	fields := []string{"enabled"}
+	for _, k := range EventKinds() {
+		if c.dialect == "" || k.Dialect() == c.dialect {
+			fields = append(fields, string(k))
+		}
+	}
+	return fields
+}
+
+// handlerList compiles an agent-CLI event whose hooks are a plain list of
+// handlers into one rule that matches everything.
+func (c *fileCompiler) handlerList(field string, n *node) []*Rule {
+	if n.kind != kindArray {
+		c.errorf(n.off, field, "must be a list of handlers, not %s", n.kind)
+		return nil
+	}
+	r := &Rule{Matcher: compileMatcher(""), Field: field}
+	r.Line, _ = lineCol(c.data, n.off)
+	for i, hn := range n.arr {
+		hf := fmt.Sprintf("%s[%d]", field, i)
+		if hn.kind == kindObject {
+			for _, f := range hn.members {
+				switch f.key {
+				case "matcher":
+					c.problem(srcpos.SeverityWarning, f.keyOff, hf+".matcher", "ignored: this event has no tool to match", "")
+				case "hooks":
+					c.problem(srcpos.SeverityError, f.keyOff, hf+".hooks", "unknown field",
+						"this event holds a list of handlers directly, not {\"matcher\", \"hooks\"} rules")
+				}
+			}
+		}
+		if h := c.handler(hf, hn, "matcher", "hooks"); h != nil {
+			r.Handlers = append(r.Handlers, h)
+		}
+	}
+	if len(r.Handlers) == 0 {
+		c.problem(srcpos.SeverityWarning, n.off, field, "no handlers", "")
+	}
+	return []*Rule{r}
 }
 
 func (c *fileCompiler) rules(field string, n *node) []*Rule {
@@ -302,7 +525,7 @@ func (c *fileCompiler) rules(field string, n *node) []*Rule {
 			c.errorf(rn.off, rf, "must be an object {\"matcher\", \"hooks\"}, not %s", rn.kind)
 			continue
 		}
-		r := &Rule{Matcher: compileMatcher("")}
+		r := &Rule{Matcher: compileMatcher(""), Field: rf}
 		r.Line, _ = lineCol(c.data, rn.off)
 		var hasMatcher, hasHooks bool
 		for _, f := range rn.members {
@@ -357,7 +580,8 @@ func (c *fileCompiler) rules(field string, n *node) []*Rule {
 	return rules
 }
 
-func (c *fileCompiler) handler(field string, n *node) *Handler {
+// handler compiles one handler; skip names fields reported elsewhere.
+func (c *fileCompiler) handler(field string, n *node, skip ...string) *Handler {
 	if n.kind != kindObject {
 		c.errorf(n.off, field, "a handler must be an object, not %s; handler ignored", n.kind)
 		return nil
@@ -367,6 +591,9 @@ func (c *fileCompiler) handler(field string, n *node) *Handler {
 	var invalid []string
 	fields := map[string]member{}
 	for _, f := range n.members {
+		if slices.Contains(skip, f.key) {
+			continue
+		}
 		if _, dup := fields[f.key]; dup {
 			c.errorf(f.keyOff, field+"."+f.key, "duplicate field; only the first is used")
 			continue
@@ -374,36 +601,40 @@ func (c *fileCompiler) handler(field string, n *node) *Handler {
 		fields[f.key] = f
 	}
 	// Type first: it decides which fields belong.
+	typeNames := make([]string, 0, len(handlerTypes()))
+	for _, t := range handlerTypes() {
+		typeNames = append(typeNames, string(t))
+	}
 	if f, ok := fields["type"]; ok {
+		_, known := kindOf(HandlerType(f.val.str))
 		switch {
 		case f.val.kind != kindString:
-			c.errorf(f.val.off, field+".type", `must be "command" or "http", not %s`, f.val.kind)
+			c.errorf(f.val.off, field+".type", `must be %s, not %s`, quoteOr(typeNames), f.val.kind)
 			invalid = append(invalid, "bad type")
-		case f.val.str == "command" || f.val.str == "http":
+		case known:
 			h.Type = HandlerType(f.val.str)
 		default:
-			c.problem(srcpos.SeverityError, f.val.off, field+".type", fmt.Sprintf(`unknown handler type %q`, f.val.str), suggest(f.val.str, "command", "http"))
+			c.problem(srcpos.SeverityError, f.val.off, field+".type", fmt.Sprintf(`unknown handler type %q`, f.val.str), suggest(f.val.str, typeNames...))
 			invalid = append(invalid, fmt.Sprintf("unknown handler type %q", f.val.str))
 		}
 	}
 	allowed := map[string]bool{"type": true, "timeout": true, "on_failure": true}
-	if h.Type == HTTPHandler {
-		allowed["url"], allowed["headers"] = true, true
-	} else {
-		allowed["command"] = true
+	kind, _ := kindOf(h.Type)
+	for _, k := range kind.fields {
+		allowed[k] = true
 	}
 	for _, f := range n.members {
-		if fields[f.key].keyOff != f.keyOff {
-			continue // duplicate, reported
+		if slices.Contains(skip, f.key) || fields[f.key].keyOff != f.keyOff {
+			continue // reported elsewhere, or a duplicate (reported)
 		}
 		ff := field + "." + f.key
 		if !allowed[f.key] {
 			hint := suggest(f.key, "type", "command", "url", "headers", "timeout", "on_failure")
-			switch {
-			case f.key == "url" || f.key == "headers":
-				hint = `"url" and "headers" belong to "type": "http" handlers`
-			case f.key == "command":
-				hint = `"command" belongs to "type": "command" handlers`
+			if t, other := handlerKindOf(f.key); t != "" {
+				hint = fmt.Sprintf("%s belong to \"type\": %q handlers", quoteAnd(other.fields), t)
+				if len(other.fields) == 1 {
+					hint = strings.Replace(hint, " belong ", " belongs ", 1)
+				}
 			}
 			c.problem(srcpos.SeverityError, f.keyOff, ff, "unknown field", hint)
 			continue
@@ -447,16 +678,10 @@ func (c *fileCompiler) handler(field string, n *node) *Handler {
 			}
 		}
 	}
-	switch h.Type {
-	case CommandHandler:
-		if _, ok := fields["command"]; !ok {
-			c.errorf(n.off, field, `command handler without "command"`)
-			invalid = append(invalid, "no command")
-		}
-	case HTTPHandler:
-		if _, ok := fields["url"]; !ok {
-			c.errorf(n.off, field, `http handler without "url"`)
-			invalid = append(invalid, "no url")
+	if req := kind.required; req != "" {
+		if _, ok := fields[req]; !ok {
+			c.errorf(n.off, field, "%s handler without %q", h.Type, req)
+			invalid = append(invalid, "no "+req)
 		}
 	}
 	if len(invalid) > 0 {
@@ -541,12 +766,29 @@ func checkHookURL(raw string) (msg, hint string) {
 	return "", ""
 }
 
+// quoteOr writes "a", "b" or "c".
+func quoteOr(names []string) string { return quoteJoin(names, " or ") }
+
+// quoteAnd writes "a", "b" and "c".
+func quoteAnd(names []string) string { return quoteJoin(names, " and ") }
+
+func quoteJoin(names []string, last string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	if len(q) < 2 {
+		return strings.Join(q, "")
+	}
+	return strings.Join(q[:len(q)-1], ", ") + last + q[len(q)-1]
+}
+
 // suggest returns `did you mean "x"?` for the closest candidate within a
 // small edit distance, or "".
 func suggest(got string, candidates ...string) string {
 	best, bestD := "", 3
 	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(got), c); d < bestD {
+		if d := editDistance(strings.ToLower(got), strings.ToLower(c)); d < bestD {
 			best, bestD = c, d
 		}
 	}

@@ -19,7 +19,12 @@ func TestLoadProblems(t *testing.T) {
 		{"truncated", `{"g": {`, []string{"error: invalid JSON: unexpected end of file; the whole file is ignored"}},
 		{"top level array", `[]`, []string{":1:1: error: the top level must be an object of named groups, not array"}},
 		{"group not object", `{"g": 1}`, []string{":1:7: error: g: a group must be an object, not number"}},
-		{"cli format", `{"hooks": {"PreToolUse": []}}`, []string{`:1:12: error: hooks.PreToolUse: unknown field (hint: this file uses hook groups; write "pre_tool_execution")`}},
+		{"event name case", `{"g": {"pretooluse": []}}`, []string{`:1:8: error: g.pretooluse: unknown field (hint: event names are case-sensitive: write "PreToolUse")`, `warning: g: group has no hooks for any event`}},
+		{"both dialects", "{\"a\": {\"PreToolUse\": []},\n \"b\": {\"pre_tool_execution\": []}}",
+			[]string{`:2:8: error: b.pre_tool_execution: an event of the remote-sandbox dialect in a file of the agent-cli dialect (its first event, line 1, decides); ignored (hint: one file holds one dialect: move these hooks to a file of their own, or use this file's event names)`, `:2:2: warning: b: group has no hooks`}},
+		{"matcher on a handler list", `{"g": {"Stop": [{"matcher": "x", "command": "true"}]}}`, []string{`:1:18: warning: g.Stop[0].matcher: ignored: this event has no tool to match`}},
+		{"rules on a handler list", `{"g": {"SessionStart": [{"matcher": "", "hooks": []}]}}`,
+			[]string{`warning: g.SessionStart[0].matcher: ignored`, `error: g.SessionStart[0].hooks: unknown field (hint: this event holds a list of handlers directly, not {"matcher", "hooks"} rules)`, `error: g.SessionStart[0]: command handler without "command"`}},
 		{"typo field", `{"g": {"pre_tool_executon": []}}`, []string{`g.pre_tool_executon: unknown field (hint: did you mean "pre_tool_execution"?)`}},
 		{"enabled string", `{"g": {"enabled": "false", "pre_tool_execution": []}}`, []string{`:1:19: error: g.enabled: must be true or false, not string; the group stays enabled`}},
 		{"rules not list", `{"g": {"pre_tool_execution": {}}}`, []string{`g.pre_tool_execution: must be a list`}},
@@ -101,6 +106,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"g": {"pre_tool_execution": [{"matcher": "*_file", "hooks": [{"command": "true"}]}]}}`))
 	f.Add([]byte(`{"g": {"enabled": 1, "x": [}`))
 	f.Add([]byte(`[{"a":"\u0000"}]`))
+	f.Add([]byte(`{"g": {"Stop": [{"matcher": "x", "hooks": []}], "pre_tool_execution": []}}`))
+	f.Add([]byte(`{"g": {"PreToolUse": [{"matcher": "", "hooks": [{"type": "http", "url": "https://x"}]}], "SessionStart": {}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, ps := compileFile("f.json", data)
 		lines := strings.Count(string(data), "\n") + 1

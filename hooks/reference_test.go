@@ -149,3 +149,42 @@ func TestReferenceExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentCLIExample: configs/hooks/agent-cli, installed as a workspace's
+// .agents, loads cleanly and gates both an agent-CLI and a remote-sandbox
+// caller.
+func TestAgentCLIExample(t *testing.T) {
+	needPython(t)
+	src := filepath.Join("..", "configs", "hooks", "agent-cli")
+	e := newEnv(t)
+	for _, f := range []string{"hooks.json", filepath.Join("hooks-scripts", "gate.py")} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(e.ws, ".agents", f), string(b))
+	}
+	if _, problems := e.load(t); len(problems) > 0 {
+		t.Fatalf("example has problems: %v", problems)
+	}
+	r, _ := e.runner(t, RunnerOptions{})
+	ctx := ctxT(t)
+	run := func(kind EventKind, payload string) string {
+		out, _ := json.Marshal(r.Run(ctx, parseEv(t, kind, payload)))
+		return string(out)
+	}
+	for _, tc := range []struct {
+		kind           EventKind
+		payload, wantS string
+	}{
+		{PreToolUse, `{"toolCall": {"name": "run_command", "args": {"CommandLine": "rm -rf build"}}}`, `{"decision":"deny","reason":"Destructive command blocked by the safety gate."}`},
+		{PreToolUse, `{"toolCall": {"name": "run_command", "args": {"CommandLine": "git push"}}}`, `{"decision":"ask","reason":"Pushing needs your confirmation.","permissionOverrides":["command(git push)"]}`},
+		{PreToolUse, `{"toolCall": {"name": "run_command", "args": {"CommandLine": "ls"}}}`, `{"decision":"allow"}`},
+		{PreToolExecution, `{"tool_call": {"name": "code_execution", "args": {"code": "rm -rf /"}}}`, `{"decision":"deny","reason":"Destructive command blocked by the safety gate."}`},
+		{PreInvocation, `{"invocationNum": 0}`, `{"injectSteps":[{"ephemeralMessage":"Run the linter before you finish."}],"terminationBehavior":""}`},
+	} {
+		if got := run(tc.kind, tc.payload); got != tc.wantS {
+			t.Errorf("%s %s:\n got %s\nwant %s", tc.kind, tc.payload, got, tc.wantS)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +37,7 @@ const (
 	fieldAttempts    = "attempts"
 	fieldStatus      = "status"
 	fieldSource      = "source"
+	fieldDialect     = "dialect"
 )
 
 // RunnerOptions configure a Runner. Every field is optional.
@@ -105,10 +105,12 @@ type Result struct {
 	Group    string
 	Handler  *Handler
 	Outcome  Outcome
-	Reason   string // the deny reason (OutcomeDeny)
+	Reason   string // the answer's reason (a verdict's, or Stop's)
 	Detail   string // the failure's cause
 	Stderr   string // tail of a command's stderr
 	Duration time.Duration
+	// answer is the well-formed answer; zero for a failure.
+	answer answer
 }
 
 // matching returns the rules of enabled groups that apply to tool for this
@@ -133,8 +135,14 @@ func (r *Runner) computeMatches(kind EventKind, tool string) []match {
 		if !g.Enabled {
 			continue
 		}
-		for _, rule := range g.Rules[kind] {
-			if rule.Matcher.Match(tool) {
+		// A group's rules are keyed by its own file's dialect; a dialect
+		// without this event has nothing to run.
+		gk := kind.In(g.Dialect)
+		if gk == "" {
+			continue
+		}
+		for _, rule := range g.Rules[gk] {
+			if !gk.ruleBased() || rule.Matcher.Match(tool) {
 				ms = append(ms, match{g, rule})
 			}
 		}
@@ -143,11 +151,13 @@ func (r *Runner) computeMatches(kind EventKind, tool string) []match {
 }
 
 // Run runs every handler that applies to ev, in order: the matching rules
-// of enabled groups (root file first, file order), each rule's handlers in
-// declaration order, one after the other. The decision is deny when any
-// handler answered a well-formed deny, or failed while configured with
-// "on_failure": "deny"; the reasons are joined in order. Post events never
-// deny. Run always returns a decision: failures are logged, not returned.
+// of enabled groups (in the order Load found them), each rule's handlers in
+// declaration order, one after the other. Each handler gets the payload in
+// its own file's dialect, and answers in it. The answers are combined into
+// one Decision (see combiner): for pre events the strictest verdict wins
+// (a failure of a handler with "on_failure": "deny" is a deny), and a deny
+// ends a PreToolUse chain; post events never deny. Run always returns a
+// decision: failures are logged, not returned.
 func (r *Runner) Run(ctx context.Context, ev Event) Decision {
 	if r.opts.Deadline > 0 {
 		var cancel context.CancelFunc
@@ -157,48 +167,34 @@ func (r *Runner) Run(ctx context.Context, ev Event) Decision {
 	eventID := newID()
 	log := r.opts.Logger.With().Str(fieldEvent, string(ev.Kind)).Str(fieldEventID, eventID).Str(fieldTool, ev.Tool).Logger()
 
-	d := Decision{Decision: Allow}
-	reasons := r.logLoadErrors(log, ev.Kind)
+	c := newCombiner(ev)
+	if reason := r.logLoadErrors(log, ev.Kind); reason != "" {
+		c.raise(Deny, reason)
+	}
+	var results []Result
 	n := 0
+chain:
 	for _, m := range r.matching(ev.Kind, ev.Tool) {
 		for _, h := range m.rule.Handlers {
-			n++
-			res := r.runHandler(ctx, ev, m.group, h, fmt.Sprintf("%s-%d", eventID, n))
-			effect := "allow"
-			switch {
-			case ev.Kind == PostToolExecution:
-				effect = "ignored"
-			case res.Outcome == OutcomeDeny:
-				effect = "deny"
-				reason := res.Reason
-				if reason == "" {
-					reason = fmt.Sprintf("denied by hook group %q", m.group.Name)
-				}
-				reasons = append(reasons, reason)
-			case res.Outcome.Failed() && h.FailDeny:
-				effect = "fail-closed"
-				reasons = append(reasons, fmt.Sprintf("hook group %q failed (%s: %s) and is configured with on_failure deny",
-					m.group.Name, res.Outcome, res.Detail))
-			case res.Outcome.Failed():
-				effect = "fail-open"
+			if c.stopped {
+				break chain
 			}
-			r.logResult(log, res, effect)
-			d.Results = append(d.Results, res)
+			n++
+			res := r.runHandler(ctx, c, m.group, h, fmt.Sprintf("%s-%d", eventID, n))
+			effect := c.add(m.group, h, res)
+			r.logResult(log, res, m.group.Dialect, effect)
+			results = append(results, res)
 		}
 	}
-	if len(reasons) > 0 {
-		d.Decision = Deny
-		d.Reason = strings.Join(reasons, "; ")
-	}
-	return d
+	return c.decision(results)
 }
 
 // logLoadErrors logs each load error on its own line and returns the deny
 // reason they give, if any.
-func (r *Runner) logLoadErrors(log zerolog.Logger, kind EventKind) []string {
+func (r *Runner) logLoadErrors(log zerolog.Logger, kind EventKind) string {
 	effect := "fail-open"
 	switch {
-	case kind == PostToolExecution:
+	case !kind.IsPre():
 		effect = "ignored"
 	case r.opts.FailClosedOnLoadError:
 		effect = "fail-closed"
@@ -217,12 +213,12 @@ func (r *Runner) logLoadErrors(log zerolog.Logger, kind EventKind) []string {
 			Str(fieldSource, fmt.Sprintf("%s:%d", p.File, p.Line)).Str(fieldDetail, p.Error()).Msg("hooks.json")
 	}
 	if count == 0 || effect != "fail-closed" {
-		return nil
+		return ""
 	}
-	return []string{fmt.Sprintf("hooks.json did not load cleanly (%d error(s); first: %s) and load errors deny", count, first)}
+	return fmt.Sprintf("hooks.json did not load cleanly (%d error(s); first: %s) and load errors deny", count, first)
 }
 
-func (r *Runner) logResult(log zerolog.Logger, res Result, effect string) {
+func (r *Runner) logResult(log zerolog.Logger, res Result, dialect Dialect, effect string) {
 	var e *zerolog.Event
 	switch {
 	case res.Outcome.Failed():
@@ -233,12 +229,13 @@ func (r *Runner) logResult(log zerolog.Logger, res Result, effect string) {
 	e = e.Str(fieldGroup, res.Group).
 		Str(fieldHandler, res.Handler.Name()).
 		Str(fieldHandlerType, string(res.Handler.Type)).
+		Str(fieldDialect, string(dialect)).
 		Str(fieldOutcome, string(res.Outcome)).
 		Str(fieldEffect, effect).
 		Str(fieldSource, fmt.Sprintf("%s:%d", res.Handler.File, res.Handler.Line))
 	detail := res.Detail
-	if res.Outcome == OutcomeDeny {
-		detail = res.Reason
+	if !res.Outcome.Failed() && res.Reason != "" {
+		detail = res.Reason // a verdict's or Stop's reason
 	}
 	e = e.Str(fieldDetail, detail)
 	if res.Stderr != "" {
@@ -247,77 +244,48 @@ func (r *Runner) logResult(log zerolog.Logger, res Result, effect string) {
 	e.Float64(fieldDuration, float64(res.Duration.Microseconds())/1000).Msg("hook")
 }
 
-// runHandler runs one handler and classifies what happened.
-func (r *Runner) runHandler(ctx context.Context, ev Event, g *Group, h *Handler, idemKey string) Result {
-	res := Result{Group: g.Name, Handler: h}
+// runHandler runs one handler on the event as its group's dialect sees
+// it, and classifies what happened.
+func (r *Runner) runHandler(ctx context.Context, c *combiner, g *Group, h *Handler, idemKey string) (res Result) {
+	res = Result{Group: g.Name, Handler: h}
 	start := time.Now()
+	defer func() { res.Duration = time.Since(start) }()
 	if err := ctx.Err(); err != nil {
 		res.Outcome, res.Detail = OutcomeTimeout, "not run: "+ctxCause(err)
 		return res
 	}
 	if h.Invalid != "" {
 		res.Outcome, res.Detail = OutcomeSpawnError, h.Invalid
-		res.Duration = time.Since(start)
+		return res
+	}
+	kind := c.ev.Kind.In(g.Dialect)
+	payload, err := c.payloadFor(g.Dialect)
+	if err != nil {
+		res.Outcome, res.Detail = OutcomeSpawnError, "converting the event to the "+string(g.Dialect)+" dialect: "+err.Error()
 		return res
 	}
 	hctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
 
-	var out []byte
-	switch h.Type {
-	case CommandHandler:
-		env := r.opts.Env
-		if env == nil {
-			env = os.Environ()
-		}
-		cr := runCommand(hctx, h.Command, r.hooks.Workspace, env, ev.Payload, r.opts.KillGrace)
-		res.Stderr = tail(cr.stderr, 1024)
-		out = cr.stdout
-		if cr.outcome != "" {
-			res.Outcome, res.Detail = cr.outcome, cr.detail
-			if cr.timedOut {
-				res.Detail = timeoutDetail(ctx, h.Timeout) + "; process group killed"
-			}
-		}
-	case HTTPHandler:
-		if r.opts.HTTP == nil {
-			res.Outcome, res.Detail = OutcomeSpawnError, "no HTTP client configured"
-			break
-		}
-		resp, err := r.opts.HTTP.Post(hctx, h.URL, h.Headers, idemKey, ev.Payload, 0)
-		if err != nil {
-			var he *hookhttp.Error
-			if errors.As(err, &he) {
-				res.Outcome, res.Detail = Outcome(he.Kind), he.Detail
-				if he.Kind == hookhttp.KindTimeout {
-					res.Detail = timeoutDetail(ctx, h.Timeout)
-				}
-				if he.Attempts > 1 {
-					res.Detail += fmt.Sprintf(" (after %d attempts)", he.Attempts)
-				}
-			} else {
-				res.Outcome, res.Detail = OutcomeConnectError, err.Error()
-			}
-			break
-		}
-		out = resp.Body
-	default:
-		res.Outcome, res.Detail = OutcomeSpawnError, fmt.Sprintf("unknown handler type %q", h.Type)
+	dir := g.Dir
+	if dir == "" {
+		dir = r.hooks.Workspace
 	}
-	if res.Outcome == "" {
-		if ev.Kind == PostToolExecution {
-			res.Outcome, res.Detail = OutcomeAllow, "post event: output ignored"
-		} else {
-			o, s := parseDecision(out)
-			res.Outcome = o
-			if o == OutcomeDeny {
-				res.Reason = s
-			} else {
-				res.Detail = s
-			}
+	out, failure := r.invoke(hctx, h, invocation{payload: payload, dir: dir, idemKey: idemKey})
+	res.Stderr = failure.stderr
+	if failure.outcome != "" {
+		res.Outcome, res.Detail = failure.outcome, failure.detail
+		if failure.timedOut {
+			res.Detail = timeoutDetail(ctx, h.Timeout) + failure.detail
 		}
+		return res
 	}
-	res.Duration = time.Since(start)
+	if kind.isPost() {
+		res.Outcome, res.Detail = OutcomeAllow, "post event: output ignored"
+		return res
+	}
+	res.Outcome, res.Detail, res.answer = parseAnswer(kind, out)
+	res.Reason = res.answer.reason
 	return res
 }
 

@@ -25,24 +25,39 @@ const maxEventSize = 16 << 20
 
 const hooksUsage = `usage: gateway hooks run EVENT [flags] < event.json
        gateway hooks check [flags]
+       gateway hooks list [--json] [flags]
+       gateway hooks enable|disable GROUP [--file F] [flags]
 
-run    runs the hooks of .agents/hooks.json and /.agents/hooks.json for one tool
-       event read on stdin, prints the decision JSON and exits 0 (allow) or 2 (deny).
-       EVENT is pre_tool_execution or post_tool_execution.
-check  prints every group, matcher and handler loaded, and the problems found;
-       exits 1 when there are errors.
+run      runs the hooks of every hooks.json found for one event read on stdin,
+         prints the combined answer JSON and exits 0, or 2 for a deny.
+         EVENT is pre_tool_execution or post_tool_execution (remote-sandbox
+         dialect), or SessionStart, PreToolUse, PostToolUse, PreInvocation,
+         PostInvocation or Stop (agent-CLI dialect).
+check    prints every group, matcher and handler loaded, and the problems found;
+         exits 1 when there are errors.
+list     one row per loaded hook: file, dialect, group, event, matcher, handler,
+         enabled, problems.
+enable   sets "enabled" of a group in its hooks.json, changing nothing else in
+disable  the file; the root file's groups cannot be changed.
+
+Files (in load and run order): ROOT/.agents/hooks.json (authoritative), each
+--workspace's .agents/hooks.json, the --global file, every --plugins DIR/*/hooks.json.
 `
 
 func runHooks(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, hooksUsage)
-		return fmt.Errorf("%w: hooks: missing subcommand (run or check)", errUsage)
+		return fmt.Errorf("%w: hooks: missing subcommand (run, check, list, enable or disable)", errUsage)
 	}
 	switch args[0] {
 	case "run":
 		return notDeny(runHooksRun(ctx, args[1:], stdin, stdout, stderr))
 	case "check":
 		return runHooksCheck(args[1:], stdout, stderr)
+	case "list":
+		return runHooksList(args[1:], stdout, stderr)
+	case "enable", "disable":
+		return runHooksSetEnabled(args[0] == "enable", args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, hooksUsage)
 		return nil
@@ -72,28 +87,18 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		fs.PrintDefaults()
 	}
 	strict := fs.Bool("strict", strictDefault, "deny (pre events) when a hooks.json has errors, instead of running what loaded and allowing\n(default from "+strictEnv+"=1)")
-	workspace := fs.String("workspace", "", "workspace directory: its .agents/hooks.json is loaded and commands run there (default: current directory)")
-	root := fs.String("root", "/", "directory standing for / : ROOT/.agents/hooks.json is the authoritative file")
-	envID := fs.String("environment-id", "", "environment_id to add to the event when it has none")
+	where := addDiscoveryFlags(fs)
+	envID := fs.String("environment-id", "", "environment_id (conversationId for agent-CLI events) to add to the event when it has none")
 	proxy := fs.String("proxy", "", "proxy URL for HTTP hooks (default: HTTPS_PROXY from the environment, else direct)")
 	caFile := fs.String("ca-file", "", "PEM file of extra CAs to trust for HTTP hooks (the gateway's CA)")
 	logLevel := fs.String("log-level", "info", "log level of the per-handler lines on stderr: debug, info, warn, error, disabled")
 	deadline := fs.Duration("deadline", 0, "overall deadline for all the event's hooks (0: only each handler's timeout)")
-	// The event name may come before or after the flags.
-	var kindArg string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		kindArg, args = args[0], args[1:]
-	}
-	if err := parseFlags(fs, args); err != nil {
+	kindArg, err := parseWithArg(fs, args, "hooks run")
+	if err != nil {
 		return err
 	}
-	if kindArg == "" && fs.NArg() > 0 {
-		kindArg = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		return fmt.Errorf("%w: hooks run: unexpected argument %q", errUsage, fs.Arg(0))
-	}
 	if kindArg == "" {
-		return fmt.Errorf("%w: hooks run: missing event (pre_tool_execution or post_tool_execution)", errUsage)
+		return fmt.Errorf("%w: hooks run: missing event (pre_tool_execution, post_tool_execution, SessionStart, PreToolUse, PostToolUse, PreInvocation, PostInvocation or Stop)", errUsage)
 	}
 	kind, err := hooks.ParseEventKind(kindArg)
 	if err != nil {
@@ -119,14 +124,14 @@ func runHooksRun(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		return fmt.Errorf("%w: hooks run: %v", errUsage, err)
 	}
 
-	loaded, problems, err := hooks.Load(hooks.LoadOptions{Workspace: *workspace, Root: *root})
+	loaded, problems, err := hooks.Load(where.options())
 	if err != nil {
 		if !*strict {
 			return err
 		}
 		// A file that exists but cannot be read is the worst load error:
 		// strict mode denies on it like on any other.
-		loaded, problems = &hooks.Hooks{Workspace: *workspace}, srcpos.Errors{{Severity: srcpos.SeverityError, File: hooks.HooksFile, Msg: err.Error()}}
+		loaded, problems = &hooks.Hooks{Workspace: where.options().Workspace}, srcpos.Errors{{Severity: srcpos.SeverityError, File: hooks.HooksFile, Msg: err.Error()}}
 	}
 	for _, p := range problems {
 		if p.Severity != srcpos.SeverityError { // errors: logged by the runner on every run
@@ -172,24 +177,26 @@ func strictFromEnv() (bool, error) {
 
 const hooksRunUsage = `usage: gateway hooks run EVENT [flags] < event.json
 
-Run the hooks for one tool event. EVENT is pre_tool_execution or
-post_tool_execution; the event JSON is read on stdin. Prints the decision
-JSON and exits 0 (allow) or 2 (deny); 1 on a usage error.
+Run the hooks for one event. EVENT is pre_tool_execution or
+post_tool_execution (remote-sandbox dialect), or SessionStart, PreToolUse,
+PostToolUse, PreInvocation, PostInvocation or Stop (agent-CLI dialect); the
+event JSON, in that dialect, is read on stdin. Every handler gets it in its
+own file's dialect. Prints the combined answer in the event's dialect and
+exits 0, or 2 for a deny; 1 on a usage error.
 
 flags:
 `
 
 func runHooksCheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("hooks check", "print the hooks that were loaded and the problems found", stderr)
-	workspace := fs.String("workspace", "", "workspace directory (default: current directory)")
-	root := fs.String("root", "/", "directory standing for / : ROOT/.agents/hooks.json is the authoritative file")
+	where := addDiscoveryFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: hooks check: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	loaded, problems, err := hooks.Load(hooks.LoadOptions{Workspace: *workspace, Root: *root})
+	loaded, problems, err := hooks.Load(where.options())
 	if err != nil {
 		return err
 	}
@@ -207,13 +214,16 @@ func runHooksCheck(args []string, stdout, stderr io.Writer) error {
 }
 
 func printHooks(w io.Writer, h *hooks.Hooks) {
-	fmt.Fprintln(w, "looked for (root first):")
-	for _, f := range h.Searched {
-		state := "not found"
-		if slices.Contains(h.Files, f) {
+	fmt.Fprintln(w, "looked for (in load order, root first):")
+	for _, src := range h.Sources {
+		state, role := "not found", string(src.Kind)
+		if src.Found {
 			state = "loaded"
+			if src.Dialect != "" {
+				role += ", " + string(src.Dialect) + " dialect"
+			}
 		}
-		fmt.Fprintf(w, "  %s  (%s)\n", f, state)
+		fmt.Fprintf(w, "  %s  (%s)  %s\n", src.Path, state, role)
 	}
 	if len(h.Files) == 0 {
 		fmt.Fprintln(w, "no hooks.json found: no hooks run")
@@ -226,15 +236,9 @@ func printHooks(w io.Writer, h *hooks.Hooks) {
 			state = "disabled"
 		}
 		fmt.Fprintf(w, "\ngroup %q (%s)  %s:%d\n", g.Name, state, g.File, g.Line)
-		for _, kind := range []hooks.EventKind{hooks.PreToolExecution, hooks.PostToolExecution} {
+		for _, kind := range hooks.EventKinds() {
 			for _, r := range g.Rules[kind] {
-				m := fmt.Sprintf("%q", r.Matcher.Pattern())
-				switch {
-				case r.Matcher.Err() != nil:
-					m += " (INVALID: matches nothing)"
-				case r.Matcher.MatchesAll():
-					m += " (every tool)"
-				}
+				m := describeMatcher(kind, r.Matcher)
 				fmt.Fprintf(w, "  %s  matcher %s\n", kind, m)
 				for i, hd := range r.Handlers {
 					fmt.Fprintf(w, "    %d. %s\n", i+1, describeHandler(hd))
@@ -242,6 +246,21 @@ func printHooks(w io.Writer, h *hooks.Hooks) {
 			}
 		}
 	}
+}
+
+// describeMatcher shows a rule's matcher, and what it means.
+func describeMatcher(kind hooks.EventKind, m *hooks.Matcher) string {
+	if !kind.HasTool() {
+		return "(none: every " + string(kind) + ")"
+	}
+	s := fmt.Sprintf("%q", m.Pattern())
+	switch {
+	case m.Err() != nil:
+		s += " (INVALID: matches nothing)"
+	case m.MatchesAll():
+		s += " (every tool)"
+	}
+	return s
 }
 
 func describeHandler(h *hooks.Handler) string {
