@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/hookgate/hookgate/internal/testlog"
 )
 
 // The examples of the agent-CLI reference, as the caller sends them.
@@ -67,7 +69,7 @@ func jsonEqual(t *testing.T, got []byte, want string) {
 	}
 }
 
-func runCLI(t *testing.T, e env, kind EventKind, payload string) (Decision, *logBuffer) {
+func runCLI(t *testing.T, e env, kind EventKind, payload string) (Decision, *testlog.Buffer) {
 	t.Helper()
 	r, logs := e.runner(t, RunnerOptions{})
 	return r.Run(ctxT(t), parseEv(t, kind, payload)), logs
@@ -295,7 +297,7 @@ func TestCLIInjectSteps(t *testing.T) {
 			}
 			out, _ := json.Marshal(d)
 			jsonEqual(t, out, `{"injectSteps": [{"userMessage": "kept"}], "terminationBehavior": ""}`)
-			if l := logs.lines(t); l[1][fieldEffect] != "fail-open" {
+			if l := logs.Lines(t); l[1][fieldEffect] != "fail-open" {
 				t.Errorf("log line = %v", l[1])
 			}
 		})

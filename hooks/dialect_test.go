@@ -260,7 +260,7 @@ func TestFailOpenEveryEvent(t *testing.T) {
 					if want != "" {
 						jsonEqual(t, out, want)
 					}
-					lines := logs.lines(t)
+					lines := logs.Lines(t)
 					if len(lines) != 1 || lines[0][fieldOutcome] != string(wantOutcome) || lines[0][fieldEffect] != effect {
 						t.Fatalf("log = %v", lines)
 					}
