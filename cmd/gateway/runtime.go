@@ -21,7 +21,7 @@ import (
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/metrics"
 	"github.com/hookgate/hookgate/proxy"
-	"github.com/hookgate/hookgate/sandbox/dnsserver"
+	"github.com/hookgate/hookgate/dnsserver"
 )
 
 // recentDecisions is how many decisions the admin API keeps for

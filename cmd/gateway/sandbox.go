@@ -24,7 +24,7 @@ import (
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/proxy"
-	"github.com/hookgate/hookgate/sandbox/dnsserver"
+	"github.com/hookgate/hookgate/dnsserver"
 	"github.com/hookgate/hookgate/sandbox/netns"
 )
 
