@@ -62,7 +62,8 @@ type Config struct {
 	DNSDenied string
 	// Timeouts bound the gateway's waits on upstreams; every field is set.
 	Timeouts Timeouts
-	// Entries holds, by allowlist index, what each entry adds.
+	// Entries holds, by allowlist index, what each entry adds; Policy
+	// hands them to the compiled policy as they are.
 	Entries []Entry
 	// UpstreamCAFile adds roots for verifying upstream TLS; may be empty.
 	UpstreamCAFile string
@@ -92,8 +93,10 @@ type Entry struct {
 
 // HasTransforms reports whether any entry injects headers (and so the
 // gateway needs its CA).
-func (c *Config) HasTransforms() bool {
-	for _, e := range c.Entries {
+func (c *Config) HasTransforms() bool { return hasTransforms(c.Entries) }
+
+func hasTransforms(entries []Entry) bool {
+	for _, e := range entries {
 		if e.Transform != nil {
 			return true
 		}

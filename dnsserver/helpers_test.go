@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/config"
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
@@ -110,7 +111,7 @@ func (l *logBuf) lines(t *testing.T) []map[string]any {
 	return out
 }
 
-func mustPolicy(t testing.TB, domains ...string) *Policy {
+func mustPolicy(t testing.TB, domains ...string) *config.Policy {
 	t.Helper()
 	al, err := allowlist.New(domains)
 	if err != nil {
@@ -120,14 +121,14 @@ func mustPolicy(t testing.TB, domains ...string) *Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Policy{Allowlist: al, Addrs: ap}
+	return &config.Policy{Allowlist: al, Addrs: ap}
 }
 
 // testEnv is a server on loopback UDP and TCP with a fake upstream.
 type testEnv struct {
 	srv       *Server
 	res       *fakeResolver
-	pol       atomic.Pointer[Policy]
+	pol       atomic.Pointer[config.Policy]
 	log       *logBuf
 	udp, tcp  string
 	decisions chan Decision

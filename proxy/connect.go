@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/config"
 )
 
 // serveConnect handles CONNECT host:port: judge, resolve and judge the
@@ -88,36 +89,28 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	s.openTunnel(ss, helloBytes, t, adm)
 }
 
-// admission is what an allowed target carries into its tunnel: the policy
-// generation it was judged by, the verdict, the judged addresses, and the
-// timeouts of its entry.
+// admission is what an allowed target carries into its tunnel: the
+// verdict (with the entry it matched), the judged addresses, and the guard
+// and timeouts of its policy and entry.
 type admission struct {
-	policy   *Policy
-	verdict  allowlist.Verdict
+	verdict  config.Verdict
 	dest     Target
 	guard    Guard
 	timeouts Timeouts
 }
 
-// admit judges a target against the current policy and resolves and judges
-// its addresses. Explicit and transparent mode share it.
+// admit judges a target and the addresses it resolves to against the
+// current policy. Explicit and transparent mode share it.
 func (s *Server) admit(ctx context.Context, t target, d *decision) (admission, *denial) {
 	p := s.policy.Load()
-	v, den := judge(p, t)
-	if v.Allowed {
-		d.entry = v.Entry.Domain
-	}
-	if den != nil {
-		return admission{}, den
-	}
-	tm := s.timeoutsFor(p, p.rules(v))
-	g := s.guardFor(p, tm)
-	g.Pins = p.rules(v).Addresses
-	dest, err := g.Resolve(ctx, t.host, t.ip, t.port)
+	g := s.guardFor(p, nil, s.timeoutsFor(p, nil))
+	v, addrs, err := p.Judge(ctx, t.host, t.ip, t.port, g.lookup)
+	d.entry = v.Pattern
 	if err != nil {
 		return admission{}, classifyUpstream(err, t.host)
 	}
-	return admission{policy: p, verdict: v, dest: dest, guard: g, timeouts: tm}, nil
+	tm := s.timeoutsFor(p, v.Entry)
+	return admission{verdict: v, dest: Target{Host: t.host, Port: t.port, Addrs: addrs}, guard: s.guardFor(p, v.Entry, tm), timeouts: tm}, nil
 }
 
 // openTunnel finishes an admitted TLS connection whose ClientHello has been
@@ -128,10 +121,10 @@ func (s *Server) admit(ctx context.Context, t target, d *decision) (admission, *
 // the request, with its grown stack, can exit).
 func (s *Server) openTunnel(ss *session, helloBytes []byte, t target, adm admission) {
 	d := ss.d
-	if rules := adm.policy.rules(adm.verdict); rules.Transform != nil {
+	if e := adm.verdict.Entry; e.Transform != nil {
 		// Intercepted requests outlive no context of ours: the session ends
 		// when the client or Shutdown closes the connection.
-		s.serveMITM(context.Background(), &replayConn{Conn: ss.client, replay: helloBytes}, t, adm.dest, rules, adm.guard, adm.timeouts, d)
+		s.serveMITM(context.Background(), &replayConn{Conn: ss.client, replay: helloBytes}, t, adm.dest, e, adm.guard, adm.timeouts, d)
 		ss.end()
 		return
 	}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/hookgate/hookgate/config"
 )
 
 // upstreamSlot holds at most one keep-alive upstream connection, owned by
@@ -29,8 +31,8 @@ func (sl *upstreamSlot) drop() { sl.conn.Swap(nil).close() }
 
 // upstreamConn is one keep-alive upstream connection.
 type upstreamConn struct {
-	key    string  // what it connects to (host:port)
-	policy *Policy // the policy its addresses were judged by
+	key    string         // what it connects to (host:port)
+	policy *config.Policy // the policy its addresses were judged by
 	conn   net.Conn
 	br     *bufio.Reader
 	bw     *bufio.Writer
@@ -54,16 +56,15 @@ func directEligible(r *http.Request) (*framingConn, bool) {
 }
 
 // roundTripDirect sends a plain-HTTP request over the client connection's
-// upstream connection, dialled through the guard, and waits responseHeader
-// for the answer.
-func (s *Server) roundTripDirect(fc *framingConn, r *http.Request, responseHeader time.Duration, d *decision) (*http.Response, error) {
-	p := policyFrom(r.Context(), s)
+// upstream connection, dialled through the request's guard, and waits its
+// response header timeout for the answer.
+func (s *Server) roundTripDirect(fc *framingConn, r *http.Request, st *forwardState) (*http.Response, error) {
 	addr := r.URL.Host
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(trimBrackets(addr), "80")
 	}
-	dial := func(ctx context.Context) (net.Conn, error) { return s.dialUpstream(ctx, "tcp", addr) }
-	return s.roundTripSlot(&fc.upstream, addr, p, dial, responseHeader, r, d)
+	dial := func(ctx context.Context) (net.Conn, error) { return st.guard.DialContext(ctx, "tcp", addr) }
+	return s.roundTripSlot(&fc.upstream, addr, st.guard.Policy, dial, st.timeouts.ResponseHeader, r, st.d)
 }
 
 // roundTripSlot sends r over the slot's connection, dialling one when there
@@ -71,7 +72,7 @@ func (s *Server) roundTripDirect(fc *framingConn, r *http.Request, responseHeade
 // fresh connection when a reused one turns out to be closed (an idle
 // keep-alive connection the upstream timed out). The upstream has
 // responseHeader to start its answer.
-func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *Policy, dial func(context.Context) (net.Conn, error), responseHeader time.Duration, r *http.Request, d *decision) (*http.Response, error) {
+func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *config.Policy, dial func(context.Context) (net.Conn, error), responseHeader time.Duration, r *http.Request, d *decision) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		uc := sl.conn.Load()
 		reused := uc != nil && uc.key == key && uc.policy == p

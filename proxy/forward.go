@@ -73,22 +73,22 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	if den != nil {
 		return r, s.refuse(r, d, den)
 	}
+	// The name now; a name's addresses when it is dialled (the guard).
 	p := s.policy.Load()
-	v, den := judge(p, t)
-	if v.Allowed {
-		d.entry = v.Entry.Domain
-	}
-	if den != nil {
-		return r, s.refuse(r, d, den)
+	v, _, err := p.Judge(r.Context(), t.host, t.ip, t.port, nil)
+	d.entry = v.Pattern
+	if err != nil {
+		return r, s.refuse(r, d, classifyUpstream(err, t.host))
 	}
 
-	rules := p.rules(v)
-	st.timeouts = s.timeoutsFor(p, rules)
+	e := v.Entry
+	st.timeouts = s.timeoutsFor(p, e)
+	st.guard = s.guardFor(p, e, st.timeouts)
 	// Route by the request target only: the upstream sees Host = the target
 	// authority whatever the client put in its Host header (RFC 9112 §3.2.2),
 	// and no userinfo.
 	r.URL.Scheme = strings.ToLower(r.URL.Scheme)
-	if rules.Transform != nil && r.URL.Scheme == "http" && !rules.AllowPlaintext {
+	if e.Transform != nil && r.URL.Scheme == "http" && !e.AllowPlaintext {
 		return r, s.refuse(r, d, deny(CodePlaintextCredential, http.StatusForbidden, t.host,
 			"%s gets credentials injected, which travel only over HTTPS; use https://, or set allow_plaintext on the entry", t.host))
 	}
@@ -101,9 +101,9 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		// An empty value keeps net/http from sending its own User-Agent.
 		r.Header["User-Agent"] = []string{""}
 	}
-	if rules.Transform != nil {
-		inject(r.Header, rules.Transform, d)
-		st.scrub = rules.Transform.Scrubber()
+	if e.Transform != nil {
+		inject(r.Header, e.Transform, d)
+		st.scrub = e.Transform.Scrubber()
 	}
 	if ws {
 		setWebSocketUpgrade(r.Header)
@@ -111,19 +111,26 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	rctx := context.WithValue(r.Context(), policyKey{}, p)
-	if len(rules.Addresses) > 0 {
-		rctx = context.WithValue(rctx, pinsKey{}, rules.Addresses)
-	}
-	return r.WithContext(rctx), nil
+	return r.WithContext(context.WithValue(r.Context(), forwardKey{}, st)), nil
 }
 
-// forwardState is what a forwarded request carries from onRequest to its
-// response (goproxy's ctx.UserData).
+// forwardState is what a forwarded request carries from its judgement to
+// its upstream dial and its response: in goproxy's ctx.UserData for the
+// hooks, and in the request's context (forwardKey) for the dial.
 type forwardState struct {
 	d        *decision
+	guard    Guard               // of the policy and entry it was judged by
 	scrub    *transform.Scrubber // nil: no secrets were injected
 	timeouts Timeouts            // of the entry and policy it was judged by
+}
+
+type forwardKey struct{}
+
+// forwardStateOf returns the state onRequest left for goproxy's later
+// hooks; false if there is none (goproxy failed before onRequest ran).
+func forwardStateOf(ctx *goproxy.ProxyCtx) (*forwardState, bool) {
+	st, ok := ctx.UserData.(*forwardState)
+	return st, ok
 }
 
 // refuse answers a request with a denial and records it.
@@ -137,13 +144,16 @@ func (s *Server) refuse(r *http.Request, d *decision, den *denial) *http.Respons
 // roundTrip sends an allowed request upstream and ties the decision line to
 // the end of the response body, where the request really ends.
 func (s *Server) roundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Response, error) {
-	st := ctx.UserData.(*forwardState)
+	st, ok := forwardStateOf(ctx)
+	if !ok {
+		return nil, errUnjudged
+	}
 	var (
 		resp *http.Response
 		err  error
 	)
 	if fc, ok := directEligible(r); ok {
-		resp, err = s.roundTripDirect(fc, r, st.timeouts.ResponseHeader, st.d)
+		resp, err = s.roundTripDirect(fc, r, st)
 	} else {
 		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
 			GotConn: func(info httptrace.GotConnInfo) { st.d.setUpstream(info.Conn) },
@@ -190,8 +200,8 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 	if resp != nil {
 		return resp
 	}
-	st, _ := ctx.UserData.(*forwardState)
-	if st == nil {
+	st, ok := forwardStateOf(ctx)
+	if !ok {
 		st = &forwardState{d: newDecision(clientAddr(ctx.Req), modeHTTP)}
 	}
 	den := scrubDenial(requestFailure(ctx.Error, ctx.Req, st.d.host), st.scrub)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/config"
 )
 
 // staticResolver answers from a table; a name not in it does not exist.
@@ -125,7 +126,7 @@ type gatewayConfig struct {
 	timeouts Timeouts
 	roots    *httptest.Server // trust this TLS server's certificate upstream
 	rootPool *x509.CertPool   // or exactly these roots upstream
-	entries  []EntryRules     // by allowlist index
+	entries  []config.Entry   // by allowlist index
 	leaves   *ca.LeafCache    // for MITM
 	limits   Limits
 	observer Observer
@@ -156,7 +157,7 @@ func startGateway(t testing.TB, gc gatewayConfig) *gateway {
 	}
 	logs := &logBuffer{}
 	o := Options{
-		Policy:   &Policy{Allowlist: al, Addrs: addrs, Entries: gc.entries},
+		Policy:   &config.Policy{Allowlist: al, Addrs: addrs, Entries: gc.entries},
 		Leaves:   gc.leaves,
 		Resolver: res,
 		Logger:   zerolog.New(logs),

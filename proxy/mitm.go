@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/transform"
 )
 
@@ -29,7 +30,7 @@ import (
 // httputil.ReverseProxy rather than goproxy's MITM loop: we need the
 // per-request host binding, the injection and the scrubbing in one place we
 // control, and goproxy's loop would dial with its own transport.
-func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest Target, rules EntryRules, g Guard, tm Timeouts, tunnel *decision) {
+func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest Target, rules *config.Entry, g Guard, tm Timeouts, tunnel *decision) {
 	tunnel.mode = modeMITM
 	tlsConn := tls.Server(client, &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -148,7 +149,7 @@ func (tt *tunnelTransport) close() {
 type mitmHandler struct {
 	s           *Server
 	t           target
-	rules       EntryRules
+	rules       *config.Entry
 	client      string
 	entry       string
 	sni         string

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/hookgate/hookgate/config"
 )
 
 // CachingResolver remembers successful lookups for a while, so that a burst
@@ -13,7 +15,7 @@ import (
 // dial, so a cached answer can never get past a policy that changed.
 // Failures are not cached. Safe for concurrent use.
 type CachingResolver struct {
-	next Resolver
+	next config.Resolver
 	ttl  time.Duration
 	size int
 	now  func() time.Time
@@ -32,7 +34,7 @@ type cacheEntry struct {
 // NewCachingResolver caches next's answers for ttl (if zero, 30s), at most
 // size names (if zero, 4096; when full, expired entries are dropped, then
 // everything).
-func NewCachingResolver(next Resolver, ttl time.Duration, size int) *CachingResolver {
+func NewCachingResolver(next config.Resolver, ttl time.Duration, size int) *CachingResolver {
 	if ttl <= 0 {
 		ttl = 30 * time.Second
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/config"
 )
 
 // recordingUpstream is an origin that records exactly the bytes it received and
@@ -214,7 +215,7 @@ func newInterceptEnv(t *testing.T) *interceptEnv {
 		exempt:   []string{up.addr()},
 		names:    map[string][]string{"telemetry.example.com": {"127.0.0.1"}},
 		rootPool: pool,
-		entries:  []EntryRules{{Transform: compileRules(t, map[string]string{"Authorization": "Bearer ${env:CANARY}"})}},
+		entries:  []config.Entry{{Transform: compileRules(t, map[string]string{"Authorization": "Bearer ${env:CANARY}"})}},
 		leaves:   leaves,
 		timeouts: slowHeader,
 	})

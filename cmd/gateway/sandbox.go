@@ -23,8 +23,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hookgate/hookgate/config"
-	"github.com/hookgate/hookgate/proxy"
 	"github.com/hookgate/hookgate/dnsserver"
+	"github.com/hookgate/hookgate/proxy"
 	"github.com/hookgate/hookgate/sandbox/netns"
 )
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/configs"
-	"github.com/hookgate/hookgate/proxy"
 )
 
 func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
@@ -317,7 +316,7 @@ func interfaceAddresses() []netip.Addr {
 // shared-namespace mode, where unmarked DNS would be redirected back to the
 // gateway's own DNS server); then it never uses the system's cgo resolver,
 // whose sockets it could not mark.
-func newResolver(servers []netip.AddrPort, control func(network, address string, c syscall.RawConn) error) proxy.Resolver {
+func newResolver(servers []netip.AddrPort, control func(network, address string, c syscall.RawConn) error) config.Resolver {
 	d := net.Dialer{Control: control}
 	if len(servers) == 0 {
 		if control == nil {
