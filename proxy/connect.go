@@ -20,7 +20,7 @@ import (
 // Everything refused before the 200 gets a readable 403; nothing is dialled
 // for a refused tunnel.
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
-	d := newDecision(clientAddr(r), modeTunnel)
+	d := newDecision(&s.sink, clientAddr(r), modeTunnel)
 	d.method = r.Method
 
 	if r.URL.User != nil || strings.Contains(r.Host, "@") {
@@ -51,7 +51,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	client, buf, err := hj.Hijack()
 	if err != nil {
 		d.refuse(classifyUpstream(err, t.host))
-		d.log(&s.sink)
+		d.finish()
 		return
 	}
 	ss := s.newSession(client, d)
@@ -178,7 +178,7 @@ func (ss *session) end() {
 	ss.once.Do(func() {
 		_ = ss.client.Close()
 		ss.s.untrack(ss.client)
-		ss.d.log(&ss.s.sink)
+		ss.d.finish()
 		if ss.s.sink.observer.Tunnel != nil {
 			ss.s.sink.observer.Tunnel(-1)
 		}
@@ -209,7 +209,7 @@ func (s *Server) refuseConnect(w http.ResponseWriter, d *decision, den *denial) 
 	d.refuse(den)
 	w.Header().Set("Connection", "close")
 	den.write(w)
-	d.log(&s.sink)
+	d.finish()
 }
 
 // checkSNI binds the tunnel to the host that was allowed: the SNI must name
@@ -244,21 +244,9 @@ func helloErrReason(err error) string {
 
 func closeWrite(c net.Conn) {
 	type closeWriter interface{ CloseWrite() error }
-	if cw, ok := unwrapConn(c).(closeWriter); ok {
+	if cw, ok := innermost(c).(closeWriter); ok {
 		_ = cw.CloseWrite()
 		return
 	}
 	_ = c.Close()
-}
-
-// unwrapConn reaches the connection under our wrappers (framing, limit
-// counting), down to the TCP connection.
-func unwrapConn(c net.Conn) net.Conn {
-	for {
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return c
-		}
-		c = w.NetConn()
-	}
 }

@@ -36,7 +36,7 @@ func (s *Server) newForwarder() *goproxy.ProxyHttpServer {
 // proxy port as if it were a web server), including the stand-in for a
 // header block the framing check refused.
 func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
-	d := newDecision(clientAddr(r), modeHTTP)
+	d := newDecision(&s.sink, clientAddr(r), modeHTTP)
 	d.method = r.Method
 	den := badRequest("", "not a proxy request: send absolute-form requests (http://host/path) or CONNECT; set HTTP_PROXY/HTTPS_PROXY to this gateway")
 	if fc, ok := r.Context().Value(connKey{}).(*framingConn); ok {
@@ -46,13 +46,13 @@ func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	d.refuse(den)
 	den.write(w)
-	d.log(&s.sink)
+	d.finish()
 }
 
 // onRequest judges an absolute-form request. A non-nil response refuses it;
 // goproxy then skips the upstream and answers with it.
 func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	d := newDecision(clientAddr(r), modeHTTP)
+	d := newDecision(&s.sink, clientAddr(r), modeHTTP)
 	d.method = r.Method
 	d.transparent, _ = r.Context().Value(transparentKey{}).(bool)
 	st := &forwardState{d: d}
@@ -137,7 +137,7 @@ func forwardStateOf(ctx *goproxy.ProxyCtx) (*forwardState, bool) {
 func (s *Server) refuse(r *http.Request, d *decision, den *denial) *http.Response {
 	d.refuse(den)
 	resp := den.response(r)
-	resp.Body = &loggingBody{ReadCloser: resp.Body, d: d, sink: &s.sink}
+	resp.Body = &loggingBody{ReadCloser: resp.Body, d: d}
 	return resp
 }
 
@@ -169,7 +169,7 @@ func (s *Server) roundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Respon
 		_ = resp.Body.Close()
 		return nil, err
 	}
-	resp.Body = wrapLoggingBody(resp.Body, st.d, &s.sink)
+	resp.Body = wrapLoggingBody(resp.Body, st.d)
 	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
 		client, _ := r.Context().Value(connKey{}).(net.Conn)
 		resp.Body = &switchedBody{ReadWriteCloser: rwc, client: client}
@@ -202,7 +202,7 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 	}
 	st, ok := forwardStateOf(ctx)
 	if !ok {
-		st = &forwardState{d: newDecision(clientAddr(ctx.Req), modeHTTP)}
+		st = &forwardState{d: newDecision(&s.sink, clientAddr(ctx.Req), modeHTTP)}
 	}
 	den := scrubDenial(requestFailure(ctx.Error, ctx.Req, st.d.host), st.scrub)
 	if den.status == 0 {

@@ -10,7 +10,6 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
@@ -85,7 +84,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 
 	// The explicit listener's framing check, on the decrypted stream.
 	fc := newFramingConn(s.watch(tlsConn, tunnel), s.maxHdr)
-	h := &mitmHandler{s: s, t: t, rules: rules, client: tunnel.client, entry: tunnel.entry, sni: tunnel.sni, transparent: tunnel.transparent, framing: fc}
+	h := &mitmHandler{s: s, t: t, rules: rules, tunnel: tunnel, framing: fc}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		Transport:      up,
@@ -98,9 +97,6 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 	// A hijacked connection (a websocket upgrade) ends Serve while its
 	// handler still relays; the tunnel lasts until every handler is done.
 	h.active.Wait()
-	if h.requests.Load() > 0 {
-		tunnel.once.Do(func() {}) // its requests had their own lines
-	}
 }
 
 // tunnelTransport sends the requests of one intercepted tunnel to its
@@ -150,14 +146,13 @@ type mitmHandler struct {
 	s           *Server
 	t           target
 	rules       *config.Entry
-	client      string
-	entry       string
-	sni         string
-	transparent bool
-	framing     *framingConn
-	proxy       *httputil.ReverseProxy
-	requests    atomic.Int64
-	active      sync.WaitGroup
+	// tunnel is the decision of the tunnel the requests arrive in: their
+	// lines carry its identity, and the first request takes its line
+	// over (handOff).
+	tunnel  *decision
+	framing *framingConn
+	proxy   *httputil.ReverseProxy
+	active  sync.WaitGroup
 }
 
 // mitmRequest is the state of one request inside an intercepted tunnel,
@@ -178,12 +173,13 @@ func mitmRequestOf(r *http.Request) *mitmRequest {
 }
 
 func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.requests.Add(1)
 	h.active.Add(1)
 	defer h.active.Done()
-	d := newDecision(h.client, modeMITM)
-	d.method, d.host, d.port, d.entry, d.sni = r.Method, h.t.host, h.t.port, h.entry, h.sni
-	d.transparent = h.transparent
+	// The tunnel became requests: each has its own line from now on.
+	h.tunnel.handOff()
+	d := newDecision(&h.s.sink, h.tunnel.client, modeMITM)
+	d.method, d.host, d.port, d.entry, d.sni = r.Method, h.t.host, h.t.port, h.tunnel.entry, h.tunnel.sni
+	d.transparent = h.tunnel.transparent
 	den := h.framing.refusalFor(r)
 	if den == nil {
 		den = h.checkHost(r)
@@ -191,7 +187,7 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if den != nil {
 		d.refuse(den)
 		den.write(w)
-		d.log(&h.s.sink)
+		d.finish()
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
@@ -216,7 +212,7 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// ReverseProxy has closed the upstream body (which logs) or answered an
 	// error (which logs); this covers a handler that returned without either.
-	d.log(&h.s.sink)
+	d.finish()
 }
 
 // checkHost binds the credential to the verified destination: the Host
@@ -273,7 +269,7 @@ func (h *mitmHandler) modifyResponse(resp *http.Response) error {
 	if err := checkSwitch(resp.Request, resp, h.t.host); err != nil {
 		return err // ReverseProxy closes the body and calls upstreamError
 	}
-	resp.Body = wrapLoggingBody(resp.Body, mr.d, &h.s.sink)
+	resp.Body = wrapLoggingBody(resp.Body, mr.d)
 	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
 		mr.switched = make(chan struct{})
 		resp.Body = &closeSignal{ReadWriteCloser: rwc, done: mr.switched}
@@ -308,7 +304,7 @@ func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err 
 	if den.status != 0 {
 		den.write(w)
 	}
-	d.log(&h.s.sink)
+	d.finish()
 }
 
 // serveHTTPConn serves the HTTP/1.1 requests of one connection that is
