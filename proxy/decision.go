@@ -124,7 +124,7 @@ const (
 // (handOff): each of those requests is then a decision with a line of its
 // own, and the tunnel's finish writes nothing.
 type decision struct {
-	sink *sink
+	sink     *sink
 	start    time.Time
 	client   string
 	method   string

@@ -143,9 +143,9 @@ func (tt *tunnelTransport) close() {
 
 // mitmHandler serves the requests inside one intercepted tunnel.
 type mitmHandler struct {
-	s           *Server
-	t           target
-	rules       *config.Entry
+	s     *Server
+	t     target
+	rules *config.Entry
 	// tunnel is the decision of the tunnel the requests arrive in: their
 	// lines carry its identity, and the first request takes its line
 	// over (handOff).
