@@ -44,35 +44,12 @@ func (u *upstreamConn) close() {
 	}
 }
 
-// directEligible says whether a forwarded request can take the direct path:
-// plain HTTP, on a connection of the explicit listener, not an upgrade and
-// not waiting for 100-continue (http.Transport handles those).
-func directEligible(r *http.Request) (*framingConn, bool) {
-	fc, ok := r.Context().Value(connKey{}).(*framingConn)
-	if !ok || r.URL.Scheme != "http" || r.Header.Get("Upgrade") != "" || r.Header.Get("Expect") != "" {
-		return nil, false
-	}
-	return fc, true
-}
-
-// roundTripDirect sends a plain-HTTP request over the client connection's
-// upstream connection, dialled through the request's guard, and waits its
-// response header timeout for the answer.
-func (s *Server) roundTripDirect(fc *framingConn, r *http.Request, st *forwardState) (*http.Response, error) {
-	addr := r.URL.Host
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		addr = net.JoinHostPort(trimBrackets(addr), "80")
-	}
-	dial := func(ctx context.Context) (net.Conn, error) { return st.guard.DialContext(ctx, "tcp", addr) }
-	return s.roundTripSlot(&fc.upstream, addr, st.guard.Policy, dial, st.timeouts.ResponseHeader, r, st.d)
-}
-
 // roundTripSlot sends r over the slot's connection, dialling one when there
 // is none for key and policy. A request without a body is retried once on a
 // fresh connection when a reused one turns out to be closed (an idle
 // keep-alive connection the upstream timed out). The upstream has
 // responseHeader to start its answer.
-func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *config.Policy, dial func(context.Context) (net.Conn, error), responseHeader time.Duration, r *http.Request, d *decision) (*http.Response, error) {
+func roundTripSlot(sl *upstreamSlot, key string, p *config.Policy, dial func(context.Context) (net.Conn, error), responseHeader time.Duration, r *http.Request, d *decision) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		uc := sl.conn.Load()
 		reused := uc != nil && uc.key == key && uc.policy == p
@@ -87,7 +64,7 @@ func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *config.Policy, d
 			sl.conn.Store(uc)
 		}
 		d.setUpstream(uc.conn)
-		resp, err := exchange(uc, r, responseHeader)
+		resp, err := sendRequest(uc, r, responseHeader)
 		if err == nil {
 			// After a 101 the connection speaks another protocol (or is
 			// refused): it is never reused.
@@ -102,9 +79,9 @@ func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *config.Policy, d
 	}
 }
 
-// exchange writes one request and reads its response header, skipping
+// sendRequest writes one request and reads its response header, skipping
 // informational (1xx) answers, within responseHeader.
-func exchange(uc *upstreamConn, r *http.Request, responseHeader time.Duration) (*http.Response, error) {
+func sendRequest(uc *upstreamConn, r *http.Request, responseHeader time.Duration) (*http.Response, error) {
 	if err := r.Write(uc.bw); err != nil {
 		return nil, err
 	}

@@ -5,11 +5,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"strings"
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/transform"
 )
 
@@ -49,14 +49,15 @@ func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 	d.finish()
 }
 
-// onRequest judges an absolute-form request. A non-nil response refuses it;
-// goproxy then skips the upstream and answers with it.
+// onRequest judges an absolute-form request and prepares it (see
+// exchange). A non-nil response refuses it; goproxy then skips the
+// upstream and answers with it.
 func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	d := newDecision(&s.sink, clientAddr(r), modeHTTP)
 	d.method = r.Method
 	d.transparent, _ = r.Context().Value(transparentKey{}).(bool)
-	st := &forwardState{d: d}
-	ctx.UserData = st
+	ex := &exchange{d: d}
+	ctx.UserData = ex
 	ctx.RoundTripper = goproxy.RoundTripperFunc(s.roundTrip)
 
 	var defaultPort uint16
@@ -70,6 +71,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	}
 	t, den := parseTarget(r.URL.Hostname(), r.URL.Port(), defaultPort)
 	d.host, d.port = t.host, t.port
+	ex.host = t.host
 	if den != nil {
 		return r, s.refuse(r, d, den)
 	}
@@ -80,57 +82,53 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	if err != nil {
 		return r, s.refuse(r, d, classifyUpstream(err, t.host))
 	}
+	ex.entry = v.Entry
+	ex.timeouts = s.timeoutsFor(p, v.Entry)
+	ex.guard = s.guardFor(p, v.Entry, ex.timeouts)
 
-	e := v.Entry
-	st.timeouts = s.timeoutsFor(p, e)
-	st.guard = s.guardFor(p, e, st.timeouts)
 	// Route by the request target only: the upstream sees Host = the target
 	// authority whatever the client put in its Host header (RFC 9112 §3.2.2),
 	// and no userinfo.
 	r.URL.Scheme = strings.ToLower(r.URL.Scheme)
-	if e.Transform != nil && r.URL.Scheme == "http" && !e.AllowPlaintext {
+	if ex.entry.Transform != nil && r.URL.Scheme == "http" && !ex.entry.AllowPlaintext {
 		return r, s.refuse(r, d, deny(CodePlaintextCredential, http.StatusForbidden, t.host,
 			"%s gets credentials injected, which travel only over HTTPS; use https://, or set allow_plaintext on the entry", t.host))
 	}
 	r.URL.User = nil
 	r.URL.Host = t.authority(defaultPort)
 	r.Host = r.URL.Host
-	ws := isWebSocketUpgrade(r.Header)
-	transform.StripHopByHop(r.Header)
-	if _, ok := r.Header["User-Agent"]; !ok {
-		// An empty value keeps net/http from sending its own User-Agent.
-		r.Header["User-Agent"] = []string{""}
-	}
-	if e.Transform != nil {
-		inject(r.Header, e.Transform, d)
-		st.scrub = e.Transform.Scrubber()
-	}
-	if ws {
-		setWebSocketUpgrade(r.Header)
-	}
+	ex.prepare(r.Header, isWebSocketUpgrade(r.Header))
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	return r.WithContext(context.WithValue(r.Context(), forwardKey{}, st)), nil
+	ex.up = s.forwardUpstream(r, p, ex.guard, ex.timeouts)
+	return withExchange(r, ex), nil
 }
 
-// forwardState is what a forwarded request carries from its judgement to
-// its upstream dial and its response: in goproxy's ctx.UserData for the
-// hooks, and in the request's context (forwardKey) for the dial.
-type forwardState struct {
-	d        *decision
-	guard    Guard               // of the policy and entry it was judged by
-	scrub    *transform.Scrubber // nil: no secrets were injected
-	timeouts Timeouts            // of the entry and policy it was judged by
+// forwardUpstream is the upstream of a forwarded request: the forwarding
+// transport for its timeouts, dialling through the guard of its policy and
+// entry; and for plain HTTP on a connection of the explicit listener, that
+// connection's own upstream connection first (see upstreamSlot).
+func (s *Server) forwardUpstream(r *http.Request, p *config.Policy, g Guard, t Timeouts) upstreamTripper {
+	up := upstreamTripper{transport: s.transports.get(t)}
+	fc, ok := r.Context().Value(connKey{}).(*framingConn)
+	if !ok || r.URL.Scheme != "http" {
+		return up
+	}
+	addr := r.URL.Host
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(trimBrackets(addr), "80")
+	}
+	up.slot, up.key, up.policy, up.responseHeader = &fc.upstream, addr, p, t.ResponseHeader
+	up.dial = func(ctx context.Context) (net.Conn, error) { return g.DialContext(ctx, "tcp", addr) }
+	return up
 }
 
-type forwardKey struct{}
-
-// forwardStateOf returns the state onRequest left for goproxy's later
+// exchangeOfCtx returns the exchange onRequest left for goproxy's later
 // hooks; false if there is none (goproxy failed before onRequest ran).
-func forwardStateOf(ctx *goproxy.ProxyCtx) (*forwardState, bool) {
-	st, ok := ctx.UserData.(*forwardState)
-	return st, ok
+func exchangeOfCtx(ctx *goproxy.ProxyCtx) (*exchange, bool) {
+	ex, ok := ctx.UserData.(*exchange)
+	return ex, ok
 }
 
 // refuse answers a request with a denial and records it.
@@ -141,35 +139,20 @@ func (s *Server) refuse(r *http.Request, d *decision, den *denial) *http.Respons
 	return resp
 }
 
-// roundTrip sends an allowed request upstream and ties the decision line to
-// the end of the response body, where the request really ends.
-func (s *Server) roundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Response, error) {
-	st, ok := forwardStateOf(ctx)
+// roundTrip is goproxy's round-tripper: the exchange's.
+func (s *Server) roundTrip(r *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
+	ex, ok := exchangeOf(r)
 	if !ok {
 		return nil, errUnjudged
 	}
-	var (
-		resp *http.Response
-		err  error
-	)
-	if fc, ok := directEligible(r); ok {
-		resp, err = s.roundTripDirect(fc, r, st)
-	} else {
-		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
-			GotConn: func(info httptrace.GotConnInfo) { st.d.setUpstream(info.Conn) },
-		}))
-		resp, err = s.transports.get(st.timeouts).RoundTrip(r)
-	}
+	resp, err := ex.up.roundTrip(r, ex)
 	if err != nil {
 		return nil, err
 	}
-	st.d.status = resp.StatusCode
-	scrubResponse(resp, st.scrub)
-	if err := checkSwitch(r, resp, st.d.host); err != nil {
+	if err := ex.receive(resp); err != nil {
 		_ = resp.Body.Close()
 		return nil, err
 	}
-	resp.Body = wrapLoggingBody(resp.Body, st.d)
 	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
 		client, _ := r.Context().Value(connKey{}).(net.Conn)
 		resp.Body = &switchedBody{ReadWriteCloser: rwc, client: client}
@@ -200,18 +183,18 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 	if resp != nil {
 		return resp
 	}
-	st, ok := forwardStateOf(ctx)
+	ex, ok := exchangeOfCtx(ctx)
 	if !ok {
-		st = &forwardState{d: newDecision(&s.sink, clientAddr(ctx.Req), modeHTTP)}
+		ex = &exchange{d: newDecision(&s.sink, clientAddr(ctx.Req), modeHTTP)}
 	}
-	den := scrubDenial(requestFailure(ctx.Error, ctx.Req, st.d.host), st.scrub)
+	den := ex.failure(ctx.Error, ctx.Req)
 	if den.status == 0 {
 		// The client went away: the line says so (status 0), but goproxy
 		// still needs a response to write, into the void.
-		st.d.refuse(den)
-		den = scrubDenial(classifyUpstream(ctx.Error, st.d.host), st.scrub)
+		ex.d.refuse(den)
+		den = scrubDenial(classifyUpstream(ctx.Error, ex.host), ex.scrub)
 	}
-	return s.refuse(ctx.Req, st.d, den)
+	return s.refuse(ctx.Req, ex.d, den)
 }
 
 // scrubDenial keeps an echoed secret out of a refusal whose reason quotes
@@ -227,7 +210,7 @@ func scrubDenial(den *denial, s *transform.Scrubber) *denial {
 
 // isWebSocketUpgrade reports whether a request asks to switch to the
 // WebSocket protocol: the one upgrade the gateway lets through. Any other
-// (h2c, TLS/1.0) is dropped with the hop-by-hop headers, so the upstream
+// (h2c, TLS/1.0) is dropped with the hop-by-hop headers, so the upstreamTripper
 // answers in HTTP/1.1 as if none had been asked for.
 func isWebSocketUpgrade(h http.Header) bool {
 	return headerHasToken(h, "Connection", "upgrade") && headerHasToken(h, "Upgrade", "websocket")

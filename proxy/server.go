@@ -359,11 +359,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // judged by. A dial without one is refused: nothing reaches an upstream
 // that was not judged.
 func (s *Server) dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
-	st, ok := ctx.Value(forwardKey{}).(*forwardState)
+	ex, ok := ctx.Value(exchangeKey{}).(*exchange)
 	if !ok {
 		return nil, errUnjudged
 	}
-	return st.guard.DialContext(ctx, network, addr)
+	return ex.guard.DialContext(ctx, network, addr)
 }
 
 // errUnjudged: a request reached the upstream side without the state its
