@@ -31,6 +31,9 @@ type Policy struct {
 	// name (network.dns.denied: sinkhole): addresses of the gateway's
 	// transparent listener, which Addrs never lets anything dial.
 	Sinkhole []netip.Addr
+
+	// none is the entry of a match beyond Entries: it adds nothing.
+	none Entry
 }
 
 // PolicyOptions are what a Policy needs beyond the config file: facts of
@@ -143,7 +146,8 @@ type Resolver interface {
 // policy and the matched entry's pins. The verdict names the matched entry
 // even when an address is refused. lookup is not called when the name is
 // refused or is an IP literal; a nil lookup judges the name alone (and an
-// IP literal's address), leaving a name's addresses to its dial.
+// IP literal's address), leaving a name's addresses to its dial, and
+// returns no addresses.
 //
 // The proxy (explicit and transparent) and the DNS server judge through
 // this one function; the proxy judges the addresses again on every dial
@@ -156,15 +160,19 @@ func (p *Policy) Judge(ctx context.Context, host string, ip netip.Addr, port uin
 	if !ip.IsValid() && allowlist.IsLocalhostName(host) {
 		return v, nil, &LocalhostError{Host: host}
 	}
-	addrs := []netip.Addr{ip}
-	if !ip.IsValid() {
-		if lookup == nil {
-			return v, nil, nil
-		}
-		var err error
-		if addrs, err = lookup(ctx, host); err != nil {
+	if ip.IsValid() {
+		one := [1]netip.Addr{ip}
+		if err := p.CheckAddrs(v.Entry, host, port, one[:]); err != nil || lookup == nil {
 			return v, nil, err
 		}
+		return v, []netip.Addr{ip}, nil
+	}
+	if lookup == nil {
+		return v, nil, nil
+	}
+	addrs, err := lookup(ctx, host)
+	if err != nil {
+		return v, nil, err
 	}
 	return v, addrs, p.CheckAddrs(v.Entry, host, port, addrs)
 }
@@ -183,7 +191,7 @@ func (p *Policy) Decide(host string) Verdict {
 	if i := av.Entry.Index; i < len(p.Entries) {
 		v.Entry = &p.Entries[i]
 	} else {
-		v.Entry = &Entry{}
+		v.Entry = &p.none
 	}
 	return v
 }

@@ -62,14 +62,15 @@ func exchangeOf(r *http.Request) (*exchange, bool) {
 // the entry's headers injected, and a WebSocket upgrade (the one upgrade
 // let through) asked for again if the client asked for it (ws).
 func (ex *exchange) prepare(h http.Header, ws bool) {
-	transform.StripHopByHop(h)
+	if rules := ex.entry.Transform; rules != nil {
+		inject(h, rules, ex.d) // strips what StripHopByHop does, and more
+		ex.scrub = rules.Scrubber()
+	} else {
+		transform.StripHopByHop(h)
+	}
 	if _, ok := h["User-Agent"]; !ok {
 		// An empty value keeps net/http from sending its own User-Agent.
 		h["User-Agent"] = []string{""}
-	}
-	if ex.entry.Transform != nil {
-		inject(h, ex.entry.Transform, ex.d)
-		ex.scrub = ex.entry.Transform.Scrubber()
 	}
 	if ws {
 		setWebSocketUpgrade(h)

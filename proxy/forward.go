@@ -101,27 +101,28 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	ex.up = s.forwardUpstream(r, p, ex.guard, ex.timeouts)
+	s.forwardUpstream(r, p, ex)
 	return withExchange(r, ex), nil
 }
 
-// forwardUpstream is the upstream of a forwarded request: the forwarding
-// transport for its timeouts, dialling through the guard of its policy and
-// entry; and for plain HTTP on a connection of the explicit listener, that
-// connection's own upstream connection first (see upstreamSlot).
-func (s *Server) forwardUpstream(r *http.Request, p *config.Policy, g Guard, t Timeouts) upstreamTripper {
-	up := upstreamTripper{transport: s.transports.get(t)}
+// forwardUpstream sets the upstream of a forwarded request: the
+// forwarding transport for its timeouts, dialling through the guard of its
+// policy and entry; and for plain HTTP on a connection of the explicit
+// listener, that connection's own upstream connection first (see
+// upstreamSlot).
+func (s *Server) forwardUpstream(r *http.Request, p *config.Policy, ex *exchange) {
+	ex.up = upstreamTripper{transport: s.transports.get(ex.timeouts)}
 	fc, ok := r.Context().Value(connKey{}).(*framingConn)
 	if !ok || r.URL.Scheme != "http" {
-		return up
+		return
 	}
 	addr := r.URL.Host
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(trimBrackets(addr), "80")
 	}
-	up.slot, up.key, up.policy, up.responseHeader = &fc.upstream, addr, p, t.ResponseHeader
-	up.dial = func(ctx context.Context) (net.Conn, error) { return g.DialContext(ctx, "tcp", addr) }
-	return up
+	up := &ex.up
+	up.slot, up.key, up.policy, up.responseHeader = &fc.upstream, addr, p, ex.timeouts.ResponseHeader
+	up.dial = func(ctx context.Context) (net.Conn, error) { return ex.guard.DialContext(ctx, "tcp", addr) }
 }
 
 // exchangeOfCtx returns the exchange onRequest left for goproxy's later
