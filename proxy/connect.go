@@ -206,10 +206,8 @@ func (c *replayConn) Read(p []byte) (int, error) {
 // connection: whatever the client sent behind the CONNECT was meant for a
 // tunnel and is never read as a request.
 func (s *Server) refuseConnect(w http.ResponseWriter, d *decision, den *denial) {
-	d.refuse(den)
 	w.Header().Set("Connection", "close")
-	den.write(w)
-	d.finish()
+	d.answer(w, den)
 }
 
 // checkSNI binds the tunnel to the host that was allowed: the SNI must name

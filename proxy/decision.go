@@ -303,6 +303,14 @@ func durationMS(d time.Duration) float64 {
 	return float64(d.Microseconds()) / 1000
 }
 
+// answer refuses a request before anything was sent upstream: the denial
+// recorded, written to the client, and the decision finished.
+func (d *decision) answer(w http.ResponseWriter, den *denial) {
+	d.refuse(den)
+	den.write(w)
+	d.finish()
+}
+
 // finish writes the decision line and tells the observer, once whatever
 // calls it; nothing if the decision was handed off.
 func (d *decision) finish() {

@@ -44,9 +44,7 @@ func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 			den = refused
 		}
 	}
-	d.refuse(den)
-	den.write(w)
-	d.finish()
+	d.answer(w, den)
 }
 
 // onRequest judges an absolute-form request and prepares it (see

@@ -132,9 +132,7 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		den = h.checkHost(r)
 	}
 	if den != nil {
-		d.refuse(den)
-		den.write(w)
-		d.finish()
+		d.answer(w, den)
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {

@@ -161,9 +161,7 @@ func (s *Server) serveTransparentHTTP(ss *session, first []byte, orig netip.Addr
 		if den := fc.refusalFor(r); den != nil {
 			d := newDecision(&s.sink, ss.d.client, modeHTTP)
 			d.transparent = true
-			d.refuse(den)
-			den.write(w)
-			d.finish()
+			d.answer(w, den)
 			return
 		}
 		host := r.Host
