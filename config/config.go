@@ -95,6 +95,15 @@ type Entry struct {
 // gateway needs its CA).
 func (c *Config) HasTransforms() bool { return hasTransforms(c.Entries) }
 
+// EntryOf is what an allowlist entry of c adds: the one place that maps
+// an allowlist entry to its Entry. Nil for an entry c does not know.
+func (c *Config) EntryOf(e allowlist.Entry) *Entry {
+	if e.Index < 0 || e.Index >= len(c.Entries) {
+		return nil
+	}
+	return &c.Entries[e.Index]
+}
+
 func hasTransforms(entries []Entry) bool {
 	for _, e := range entries {
 		if e.Transform != nil {

@@ -187,11 +187,9 @@ func (p *Policy) Decide(host string) Verdict {
 	if !av.Allowed {
 		return Verdict{}
 	}
-	v := Verdict{Allowed: true, Pattern: av.Entry.Domain}
+	v := Verdict{Allowed: true, Pattern: av.Entry.Domain, Entry: &p.none}
 	if i := av.Entry.Index; i < len(p.Entries) {
 		v.Entry = &p.Entries[i]
-	} else {
-		v.Entry = &p.none
 	}
 	return v
 }
