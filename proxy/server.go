@@ -198,7 +198,7 @@ func New(o Options) (*Server, error) {
 // tunnels, transparent plain HTTP). Connections served must be watched
 // (see watchConn), so that requests net/http ends itself are logged too.
 // The request context carries the client connection, so that a
-// framingConn keeps its own upstream connection (roundTripDirect) and its
+// framingConn keeps its own upstream connection (forwardUpstream) and its
 // framing verdict. The framingConn enforces the header limit exactly;
 // net/http's own (which reads up to 4 KiB more) never refuses a header
 // block the framingConn let through.
