@@ -29,13 +29,17 @@ import (
 // response hook, in its ProxyCtx.UserData; a step that finds none refuses
 // the request (errUnjudged) rather than judging it by another policy.
 type exchange struct {
-	d        *decision
-	host     string              // the judged host, for reasons
-	entry    *config.Entry       // the entry it matched
-	scrub    *transform.Scrubber // nil: no secrets were injected
-	timeouts Timeouts            // of the entry and policy it was judged by
-	guard    Guard               // of the policy and entry it was judged by
-	up       upstreamTripper
+	d     *decision
+	host  string              // the judged host, for reasons
+	entry *config.Entry       // the entry it matched
+	scrub *transform.Scrubber // nil: no secrets were injected
+	up    upstreamTripper     // the one way upstream
+
+	// Forwarded requests only (a tunnel's upstream dials for its
+	// requests): the timeouts and the guard of the policy and entry the
+	// request was judged by, for the forwarding transport's dial.
+	timeouts Timeouts
+	guard    Guard
 
 	// switched is closed when the connection of an accepted 101 Switching
 	// Protocols answer is closed (by then the line is written); nil until
@@ -96,11 +100,12 @@ func (ex *exchange) failure(err error, r *http.Request) *denial {
 	return scrubDenial(requestFailure(err, r, ex.host), ex.scrub)
 }
 
-// upstreamTripper is the one round-tripper of every exchange. A request goes over
-// the upstream connection its client connection (or tunnel) keeps in its
-// slot when it has one; upgrades and requests waiting for 100-continue go
-// through an http.Transport, which handles those. Either way only addresses
-// the guard judged are dialled.
+// upstreamTripper is the one round-tripper of every exchange. A request
+// goes over the upstream connection its client connection (or tunnel)
+// keeps in its slot when it has one; upgrades, requests waiting for
+// 100-continue and forwarded https:// requests go through an
+// http.Transport, which handles those. Either way only addresses the guard
+// judged are dialled.
 type upstreamTripper struct {
 	slot           *upstreamSlot // nil: always the transport
 	key            string        // what the slot's connection connects to

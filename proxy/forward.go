@@ -209,7 +209,7 @@ func scrubDenial(den *denial, s *transform.Scrubber) *denial {
 
 // isWebSocketUpgrade reports whether a request asks to switch to the
 // WebSocket protocol: the one upgrade the gateway lets through. Any other
-// (h2c, TLS/1.0) is dropped with the hop-by-hop headers, so the upstreamTripper
+// (h2c, TLS/1.0) is dropped with the hop-by-hop headers, so the upstream
 // answers in HTTP/1.1 as if none had been asked for.
 func isWebSocketUpgrade(h http.Header) bool {
 	return headerHasToken(h, "Connection", "upgrade") && headerHasToken(h, "Upgrade", "websocket")

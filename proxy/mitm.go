@@ -17,7 +17,7 @@ import (
 // serveMITM terminates the client's TLS with a leaf certificate for the
 // allowed host, minted by our CA, and serves the HTTP/1.1 requests inside:
 // each must name the tunnel's host (the credential is bound to the verified
-// destination), gets the entry's headers injected, and goes to the upstreamTripper
+// destination), gets the entry's headers injected, and goes to the upstream
 // over TLS that verifies the real certificate, on the addresses the guard
 // judged before the 200. Every request gets its own decision line; a tunnel
 // that carries none (a failed handshake) gets one for itself.
@@ -87,7 +87,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 
 	// The explicit listener's framing check, on the decrypted stream.
 	fc := newFramingConn(s.watch(tlsConn, tunnel), s.maxHdr)
-	h := &mitmHandler{s: s, t: t, rules: rules, tunnel: tunnel, framing: fc, up: up, guard: g, timeouts: tm}
+	h := &mitmHandler{s: s, t: t, rules: rules, tunnel: tunnel, framing: fc, up: up}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		Transport:      exchangeTransport{},
@@ -110,13 +110,11 @@ type mitmHandler struct {
 	// tunnel is the decision of the tunnel the requests arrive in: their
 	// lines carry its identity, and the first request takes its line
 	// over (handOff).
-	tunnel   *decision
-	framing  *framingConn
-	up       upstreamTripper // the tunnel's, shared by its requests in turn
-	guard    Guard
-	timeouts Timeouts
-	proxy    *httputil.ReverseProxy
-	active   sync.WaitGroup
+	tunnel  *decision
+	framing *framingConn
+	up      upstreamTripper // the tunnel's, shared by its requests in turn
+	proxy   *httputil.ReverseProxy
+	active  sync.WaitGroup
 }
 
 func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -147,7 +145,7 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	ex := &exchange{d: d, host: h.t.host, entry: h.rules, scrub: h.rules.Transform.Scrubber(), timeouts: h.timeouts, guard: h.guard, up: h.up}
+	ex := &exchange{d: d, host: h.t.host, entry: h.rules, scrub: h.rules.Transform.Scrubber(), up: h.up}
 	h.proxy.ServeHTTP(w, withExchange(r, ex))
 	if ex.switched != nil {
 		// A switched connection's line is written when ReverseProxy closes
