@@ -77,7 +77,9 @@ type Config struct {
 	Warnings []*Error
 }
 
-// Entry is what one allowlist entry adds to "allowed".
+// Entry is what one allowlist entry adds to "allowed". A Policy's verdict
+// points at its entry (Verdict.Entry), so that whoever serves the request
+// holds the compiled entry itself.
 type Entry struct {
 	// Transform injects headers (with resolved secrets); nil for none.
 	Transform *transform.Rules
