@@ -45,7 +45,10 @@
 // connection is ours (the guard, verified TLS). Inside an intercepted
 // tunnel net/http's server and httputil.ReverseProxy drive the same
 // pipeline instead: the host binding of each request and the 1xx scrubbing
-// need a loop we control. goproxy's types never leave this package.
+// need a loop we control. The pipeline depends on neither driver, so
+// ReverseProxy could drive forwarding too; goproxy stays there as the
+// project's proxy library, doing the job above. Its types never leave this
+// package.
 //
 // A decision (decision.go) is owned by whoever serves its request or
 // tunnel and finished once; a tunnel that becomes requests of their own
