@@ -62,7 +62,8 @@ type Config struct {
 	DNSDenied string
 	// Timeouts bound the gateway's waits on upstreams; every field is set.
 	Timeouts Timeouts
-	// Entries holds, by allowlist index, what each entry adds.
+	// Entries holds, by allowlist index, what each entry adds; Policy
+	// hands them to the compiled policy as they are.
 	Entries []Entry
 	// UpstreamCAFile adds roots for verifying upstream TLS; may be empty.
 	UpstreamCAFile string
@@ -76,7 +77,9 @@ type Config struct {
 	Warnings []*Error
 }
 
-// Entry is what one allowlist entry adds to "allowed".
+// Entry is what one allowlist entry adds to "allowed". A Policy's verdict
+// points at its entry (Verdict.Entry), so that whoever serves the request
+// holds the compiled entry itself.
 type Entry struct {
 	// Transform injects headers (with resolved secrets); nil for none.
 	Transform *transform.Rules
@@ -92,8 +95,19 @@ type Entry struct {
 
 // HasTransforms reports whether any entry injects headers (and so the
 // gateway needs its CA).
-func (c *Config) HasTransforms() bool {
-	for _, e := range c.Entries {
+func (c *Config) HasTransforms() bool { return hasTransforms(c.Entries) }
+
+// EntryOf is what an allowlist entry of c adds: the one place that maps
+// an allowlist entry to its Entry. Nil for an entry c does not know.
+func (c *Config) EntryOf(e allowlist.Entry) *Entry {
+	if e.Index < 0 || e.Index >= len(c.Entries) {
+		return nil
+	}
+	return &c.Entries[e.Index]
+}
+
+func hasTransforms(entries []Entry) bool {
+	for _, e := range entries {
 		if e.Transform != nil {
 			return true
 		}

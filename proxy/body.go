@@ -13,8 +13,7 @@ import (
 // error: the client got the status, but not the whole body.
 type loggingBody struct {
 	io.ReadCloser
-	d    *decision
-	sink *sink
+	d *decision
 	// switched: the body is a switched (WebSocket) connection, which ends
 	// when either side closes it; a read on the side closed by the other's
 	// end (net.ErrClosed) is that end, not a failure.
@@ -32,7 +31,7 @@ func (b *loggingBody) Read(p []byte) (int, error) {
 
 func (b *loggingBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.d.log(b.sink)
+	b.d.finish()
 	return err
 }
 
@@ -49,8 +48,8 @@ func (b *loggingRWBody) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func wrapLoggingBody(body io.ReadCloser, d *decision, k *sink) io.ReadCloser {
-	lb := loggingBody{ReadCloser: body, d: d, sink: k}
+func wrapLoggingBody(body io.ReadCloser, d *decision) io.ReadCloser {
+	lb := loggingBody{ReadCloser: body, d: d}
 	if w, ok := body.(io.Writer); ok {
 		lb.switched = true
 		return &loggingRWBody{loggingBody: lb, w: w}

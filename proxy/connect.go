@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/config"
 )
 
 // serveConnect handles CONNECT host:port: judge, resolve and judge the
@@ -19,7 +20,7 @@ import (
 // Everything refused before the 200 gets a readable 403; nothing is dialled
 // for a refused tunnel.
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
-	d := newDecision(clientAddr(r), modeTunnel)
+	d := newDecision(&s.sink, clientAddr(r), modeTunnel)
 	d.method = r.Method
 
 	if r.URL.User != nil || strings.Contains(r.Host, "@") {
@@ -50,7 +51,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	client, buf, err := hj.Hijack()
 	if err != nil {
 		d.refuse(classifyUpstream(err, t.host))
-		d.log(&s.sink)
+		d.finish()
 		return
 	}
 	ss := s.newSession(client, d)
@@ -88,36 +89,28 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	s.openTunnel(ss, helloBytes, t, adm)
 }
 
-// admission is what an allowed target carries into its tunnel: the policy
-// generation it was judged by, the verdict, the judged addresses, and the
-// timeouts of its entry.
+// admission is what an allowed target carries into its tunnel: the
+// verdict (with the entry it matched), the judged addresses, and the guard
+// and timeouts of its policy and entry.
 type admission struct {
-	policy   *Policy
-	verdict  allowlist.Verdict
+	verdict  config.Verdict
 	dest     Target
 	guard    Guard
 	timeouts Timeouts
 }
 
-// admit judges a target against the current policy and resolves and judges
-// its addresses. Explicit and transparent mode share it.
+// admit judges a target and the addresses it resolves to against the
+// current policy. Explicit and transparent mode share it.
 func (s *Server) admit(ctx context.Context, t target, d *decision) (admission, *denial) {
 	p := s.policy.Load()
-	v, den := judge(p, t)
-	if v.Allowed {
-		d.entry = v.Entry.Domain
-	}
-	if den != nil {
-		return admission{}, den
-	}
-	tm := s.timeoutsFor(p, p.rules(v))
-	g := s.guardFor(p, tm)
-	g.Pins = p.rules(v).Addresses
-	dest, err := g.Resolve(ctx, t.host, t.ip, t.port)
+	g := s.guardFor(p, nil, s.timeoutsFor(p, nil))
+	v, addrs, err := p.Judge(ctx, t.host, t.ip, t.port, g.lookup)
+	d.entry = v.Pattern
 	if err != nil {
 		return admission{}, classifyUpstream(err, t.host)
 	}
-	return admission{policy: p, verdict: v, dest: dest, guard: g, timeouts: tm}, nil
+	tm := s.timeoutsFor(p, v.Entry)
+	return admission{verdict: v, dest: Target{Host: t.host, Port: t.port, Addrs: addrs}, guard: s.guardFor(p, v.Entry, tm), timeouts: tm}, nil
 }
 
 // openTunnel finishes an admitted TLS connection whose ClientHello has been
@@ -128,10 +121,10 @@ func (s *Server) admit(ctx context.Context, t target, d *decision) (admission, *
 // the request, with its grown stack, can exit).
 func (s *Server) openTunnel(ss *session, helloBytes []byte, t target, adm admission) {
 	d := ss.d
-	if rules := adm.policy.rules(adm.verdict); rules.Transform != nil {
+	if e := adm.verdict.Entry; e.Transform != nil {
 		// Intercepted requests outlive no context of ours: the session ends
 		// when the client or Shutdown closes the connection.
-		s.serveMITM(context.Background(), &replayConn{Conn: ss.client, replay: helloBytes}, t, adm.dest, rules, adm.guard, adm.timeouts, d)
+		s.serveMITM(context.Background(), &replayConn{Conn: ss.client, replay: helloBytes}, t, adm.dest, e, adm.guard, adm.timeouts, d)
 		ss.end()
 		return
 	}
@@ -185,7 +178,7 @@ func (ss *session) end() {
 	ss.once.Do(func() {
 		_ = ss.client.Close()
 		ss.s.untrack(ss.client)
-		ss.d.log(&ss.s.sink)
+		ss.d.finish()
 		if ss.s.sink.observer.Tunnel != nil {
 			ss.s.sink.observer.Tunnel(-1)
 		}
@@ -213,10 +206,8 @@ func (c *replayConn) Read(p []byte) (int, error) {
 // connection: whatever the client sent behind the CONNECT was meant for a
 // tunnel and is never read as a request.
 func (s *Server) refuseConnect(w http.ResponseWriter, d *decision, den *denial) {
-	d.refuse(den)
 	w.Header().Set("Connection", "close")
-	den.write(w)
-	d.log(&s.sink)
+	d.answer(w, den)
 }
 
 // checkSNI binds the tunnel to the host that was allowed: the SNI must name
@@ -251,21 +242,9 @@ func helloErrReason(err error) string {
 
 func closeWrite(c net.Conn) {
 	type closeWriter interface{ CloseWrite() error }
-	if cw, ok := unwrapConn(c).(closeWriter); ok {
+	if cw, ok := innermost(c).(closeWriter); ok {
 		_ = cw.CloseWrite()
 		return
 	}
 	_ = c.Close()
-}
-
-// unwrapConn reaches the connection under our wrappers (framing, limit
-// counting), down to the TCP connection.
-func unwrapConn(c net.Conn) net.Conn {
-	for {
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return c
-		}
-		c = w.NetConn()
-	}
 }

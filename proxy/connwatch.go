@@ -170,34 +170,28 @@ func (c *watchConn) closed() {
 	if den == nil {
 		return
 	}
-	d := newDecision(c.client, modeHTTP)
+	d := newDecision(&c.s.sink, c.client, modeHTTP)
 	d.start = time.Unix(0, c.since.Load())
 	if p := c.parent; p != nil {
 		d.mode, d.transparent = p.mode, p.transparent
 		d.host, d.port, d.entry, d.sni = p.host, p.port, p.entry, p.sni
-		p.once.Do(func() {}) // this line stands for it
+		p.handOff() // this line stands for it
 	}
 	d.refuse(den)
-	d.log(&c.s.sink)
+	d.finish()
 }
 
 // watchOf finds the watchConn under a connection net/http serves.
 func watchOf(c net.Conn) *watchConn {
-	for c != nil {
-		switch w := c.(type) {
-		case *watchConn:
-			return w
-		case watchTLSConn:
-			return w.watchConn
-		}
-		inner, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return nil
-		}
-		c = inner.NetConn()
+	w, ok := layerOf[interface{ watcher() *watchConn }](c)
+	if !ok {
+		return nil
 	}
-	return nil
+	return w.watcher()
 }
+
+// watcher is the watch itself, in the plain and the TLS form.
+func (c *watchConn) watcher() *watchConn { return c }
 
 // connState follows the states of the connections of our net/http servers:
 // the framing check's (see framingConnState), then the watch's.

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -117,8 +118,14 @@ const (
 )
 
 // decision is the state of one request or tunnel, carried from its first byte
-// to its one log line.
+// to its one log line. Its owner — the handler of the request, the session
+// of the tunnel — finishes it once (finish), which writes the line to the
+// decision's sink. A tunnel whose bytes become requests of their own
+// (interception, transparent plain HTTP) hands its line off to them
+// (handOff): each of those requests is then a decision with a line of its
+// own, and the tunnel's finish writes nothing.
 type decision struct {
+	sink     *sink
 	start    time.Time
 	client   string
 	method   string
@@ -142,12 +149,18 @@ type decision struct {
 	bytesIn  int64 // from the client
 	bytesOut int64 // to the client
 
-	once sync.Once
+	handedOff atomic.Bool
+	once      sync.Once
 }
 
-func newDecision(client, mode string) *decision {
-	return &decision{start: time.Now(), client: client, mode: mode}
+func newDecision(k *sink, client, mode string) *decision {
+	return &decision{sink: k, start: time.Now(), client: client, mode: mode}
 }
+
+// handOff says that the requests this tunnel became carry its story, each
+// on a line of its own (or that a line written for a request net/http
+// ended itself stands for it): finish writes no line of its own.
+func (d *decision) handOff() { d.handedOff.Store(true) }
 
 func (d *decision) addIn(n int64) {
 	d.mu.Lock()
@@ -291,10 +304,22 @@ func durationMS(d time.Duration) float64 {
 	return float64(d.Microseconds()) / 1000
 }
 
-// log writes the decision line and tells the observer, exactly once
-// whatever calls it.
-func (d *decision) log(k *sink) {
+// answer refuses a request before anything was sent upstream: the denial
+// recorded, written to the client, and the decision finished.
+func (d *decision) answer(w http.ResponseWriter, den *denial) {
+	d.refuse(den)
+	den.write(w)
+	d.finish()
+}
+
+// finish writes the decision line and tells the observer, once whatever
+// calls it; nothing if the decision was handed off.
+func (d *decision) finish() {
 	d.once.Do(func() {
+		if d.handedOff.Load() {
+			return
+		}
+		k := d.sink
 		r := k.redact.record(d.record())
 		level := zerolog.InfoLevel
 		if r.Verdict == VerdictError || (r.Verdict == VerdictDeny && r.Status >= 500) {

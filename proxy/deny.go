@@ -16,13 +16,14 @@ import (
 	"syscall"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/config"
 )
 
 // Code is the machine-readable reason of a refusal, sent as X-Proxy-Error and
 // as "error" in the JSON body, and logged.
 type Code string
 
-// The codes of a refusal. Each is documented in the README ("Denials").
+// The codes of SPEC §5. Each is documented in the README.
 const (
 	CodeAllowlist           Code = "blocked-by-allowlist"
 	CodeAddressPolicy       Code = "blocked-by-address-policy"
@@ -124,20 +125,26 @@ func (d *denial) setHeaders(h http.Header, n int) {
 // parse, and those came from the upstream — an upstream that answers
 // "HTTP/1.1 200 OK\r\nX-Echo Bearer <token>\r\n" must not get the token it
 // was sent into the client's answer, the decision line or the admin API.
-// Only our own errors (BlockedError, ResolveError: host names we
+// Only our own errors (the policy's, ResolveError: host names we
 // normalised, addresses we resolved) and fixed texts (errno names, TLS
 // alert names) are quoted.
 func classifyUpstream(err error, host string) *denial {
 	var (
-		d       *denial
-		blocked *allowlist.BlockedError
-		pinned  *PinnedError
-		resolve *ResolveError
-		recErr  tls.RecordHeaderError
+		d         *denial
+		refused   *config.NotAllowedError
+		localhost *config.LocalhostError
+		blocked   *allowlist.BlockedError
+		pinned    *config.PinnedError
+		resolve   *ResolveError
+		recErr    tls.RecordHeaderError
 	)
 	switch {
 	case errors.As(err, &d):
 		return d
+	case errors.As(err, &refused):
+		return deny(CodeAllowlist, http.StatusForbidden, host, "%s", refused.Error())
+	case errors.As(err, &localhost):
+		return deny(CodeAddressPolicy, http.StatusForbidden, host, "%s", localhost.Error())
 	case errors.As(err, &blocked):
 		return deny(CodeAddressPolicy, http.StatusForbidden, host, "%s", blocked.Error())
 	case errors.As(err, &pinned):

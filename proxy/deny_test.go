@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/config"
 )
 
 // TestClassifyUpstream: every error class maps to its status, code and a
@@ -34,7 +35,7 @@ func TestClassifyUpstream(t *testing.T) {
 	}{
 		{"blocked", &allowlist.BlockedError{Host: host, Addr: netip.MustParseAddr("10.0.0.1"), Class: allowlist.ClassPrivate},
 			403, CodeAddressPolicy, "api.example.com resolves to 10.0.0.1, which is a private address"},
-		{"pinned", &PinnedError{Host: host, Addr: netip.MustParseAddr("192.0.2.7")},
+		{"pinned", &config.PinnedError{Host: host, Addr: netip.MustParseAddr("192.0.2.7")},
 			403, CodeAddressPolicy, "api.example.com resolves to 192.0.2.7, outside the addresses its allowlist entry allows"},
 		{"no such host", &ResolveError{Host: host, Err: &net.DNSError{Err: marker, Name: host, Server: marker, IsNotFound: true}},
 			502, CodeUpstreamError, "api.example.com: no such host"},

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/hookgate/hookgate/config"
 )
 
 // upstreamSlot holds at most one keep-alive upstream connection, owned by
@@ -29,8 +31,8 @@ func (sl *upstreamSlot) drop() { sl.conn.Swap(nil).close() }
 
 // upstreamConn is one keep-alive upstream connection.
 type upstreamConn struct {
-	key    string  // what it connects to (host:port)
-	policy *Policy // the policy its addresses were judged by
+	key    string         // what it connects to (host:port)
+	policy *config.Policy // the policy its addresses were judged by
 	conn   net.Conn
 	br     *bufio.Reader
 	bw     *bufio.Writer
@@ -42,36 +44,12 @@ func (u *upstreamConn) close() {
 	}
 }
 
-// directEligible says whether a forwarded request can take the direct path:
-// plain HTTP, on a connection of the explicit listener, not an upgrade and
-// not waiting for 100-continue (http.Transport handles those).
-func directEligible(r *http.Request) (*framingConn, bool) {
-	fc, ok := r.Context().Value(connKey{}).(*framingConn)
-	if !ok || r.URL.Scheme != "http" || r.Header.Get("Upgrade") != "" || r.Header.Get("Expect") != "" {
-		return nil, false
-	}
-	return fc, true
-}
-
-// roundTripDirect sends a plain-HTTP request over the client connection's
-// upstream connection, dialled through the guard, and waits responseHeader
-// for the answer.
-func (s *Server) roundTripDirect(fc *framingConn, r *http.Request, responseHeader time.Duration, d *decision) (*http.Response, error) {
-	p := policyFrom(r.Context(), s)
-	addr := r.URL.Host
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		addr = net.JoinHostPort(trimBrackets(addr), "80")
-	}
-	dial := func(ctx context.Context) (net.Conn, error) { return s.dialUpstream(ctx, "tcp", addr) }
-	return s.roundTripSlot(&fc.upstream, addr, p, dial, responseHeader, r, d)
-}
-
 // roundTripSlot sends r over the slot's connection, dialling one when there
 // is none for key and policy. A request without a body is retried once on a
 // fresh connection when a reused one turns out to be closed (an idle
 // keep-alive connection the upstream timed out). The upstream has
 // responseHeader to start its answer.
-func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *Policy, dial func(context.Context) (net.Conn, error), responseHeader time.Duration, r *http.Request, d *decision) (*http.Response, error) {
+func roundTripSlot(sl *upstreamSlot, key string, p *config.Policy, dial func(context.Context) (net.Conn, error), responseHeader time.Duration, r *http.Request, d *decision) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		uc := sl.conn.Load()
 		reused := uc != nil && uc.key == key && uc.policy == p
@@ -86,7 +64,7 @@ func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *Policy, dial fun
 			sl.conn.Store(uc)
 		}
 		d.setUpstream(uc.conn)
-		resp, err := exchange(uc, r, responseHeader)
+		resp, err := sendRequest(uc, r, responseHeader)
 		if err == nil {
 			// After a 101 the connection speaks another protocol (or is
 			// refused): it is never reused.
@@ -101,9 +79,9 @@ func (s *Server) roundTripSlot(sl *upstreamSlot, key string, p *Policy, dial fun
 	}
 }
 
-// exchange writes one request and reads its response header, skipping
+// sendRequest writes one request and reads its response header, skipping
 // informational (1xx) answers, within responseHeader.
-func exchange(uc *upstreamConn, r *http.Request, responseHeader time.Duration) (*http.Response, error) {
+func sendRequest(uc *upstreamConn, r *http.Request, responseHeader time.Duration) (*http.Response, error) {
 	if err := r.Write(uc.bw); err != nil {
 		return nil, err
 	}

@@ -5,11 +5,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"strings"
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/transform"
 )
 
@@ -36,7 +36,7 @@ func (s *Server) newForwarder() *goproxy.ProxyHttpServer {
 // proxy port as if it were a web server), including the stand-in for a
 // header block the framing check refused.
 func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
-	d := newDecision(clientAddr(r), modeHTTP)
+	d := newDecision(&s.sink, clientAddr(r), modeHTTP)
 	d.method = r.Method
 	den := badRequest("", "not a proxy request: send absolute-form requests (http://host/path) or CONNECT; set HTTP_PROXY/HTTPS_PROXY to this gateway")
 	if fc, ok := r.Context().Value(connKey{}).(*framingConn); ok {
@@ -44,19 +44,18 @@ func (s *Server) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 			den = refused
 		}
 	}
-	d.refuse(den)
-	den.write(w)
-	d.log(&s.sink)
+	d.answer(w, den)
 }
 
-// onRequest judges an absolute-form request. A non-nil response refuses it;
-// goproxy then skips the upstream and answers with it.
+// onRequest judges an absolute-form request and prepares it (see
+// exchange). A non-nil response refuses it; goproxy then skips the
+// upstream and answers with it.
 func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	d := newDecision(clientAddr(r), modeHTTP)
+	d := newDecision(&s.sink, clientAddr(r), modeHTTP)
 	d.method = r.Method
 	d.transparent, _ = r.Context().Value(transparentKey{}).(bool)
-	st := &forwardState{d: d}
-	ctx.UserData = st
+	ex := &exchange{d: d}
+	ctx.UserData = ex
 	ctx.RoundTripper = goproxy.RoundTripperFunc(s.roundTrip)
 
 	var defaultPort uint16
@@ -70,96 +69,89 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	}
 	t, den := parseTarget(r.URL.Hostname(), r.URL.Port(), defaultPort)
 	d.host, d.port = t.host, t.port
+	ex.host = t.host
 	if den != nil {
 		return r, s.refuse(r, d, den)
 	}
+	// The name now; a name's addresses when it is dialled (the guard).
 	p := s.policy.Load()
-	v, den := judge(p, t)
-	if v.Allowed {
-		d.entry = v.Entry.Domain
+	v, _, err := p.Judge(r.Context(), t.host, t.ip, t.port, nil)
+	d.entry = v.Pattern
+	if err != nil {
+		return r, s.refuse(r, d, classifyUpstream(err, t.host))
 	}
-	if den != nil {
-		return r, s.refuse(r, d, den)
-	}
+	ex.entry = v.Entry
+	ex.timeouts = s.timeoutsFor(p, v.Entry)
+	ex.guard = s.guardFor(p, v.Entry, ex.timeouts)
 
-	rules := p.rules(v)
-	st.timeouts = s.timeoutsFor(p, rules)
 	// Route by the request target only: the upstream sees Host = the target
 	// authority whatever the client put in its Host header (RFC 9112 §3.2.2),
 	// and no userinfo.
 	r.URL.Scheme = strings.ToLower(r.URL.Scheme)
-	if rules.Transform != nil && r.URL.Scheme == "http" && !rules.AllowPlaintext {
+	if ex.entry.Transform != nil && r.URL.Scheme == "http" && !ex.entry.AllowPlaintext {
 		return r, s.refuse(r, d, deny(CodePlaintextCredential, http.StatusForbidden, t.host,
 			"%s gets credentials injected, which travel only over HTTPS; use https://, or set allow_plaintext on the entry", t.host))
 	}
 	r.URL.User = nil
 	r.URL.Host = t.authority(defaultPort)
 	r.Host = r.URL.Host
-	ws := isWebSocketUpgrade(r.Header)
-	transform.StripHopByHop(r.Header)
-	if _, ok := r.Header["User-Agent"]; !ok {
-		// An empty value keeps net/http from sending its own User-Agent.
-		r.Header["User-Agent"] = []string{""}
-	}
-	if rules.Transform != nil {
-		inject(r.Header, rules.Transform, d)
-		st.scrub = rules.Transform.Scrubber()
-	}
-	if ws {
-		setWebSocketUpgrade(r.Header)
-	}
+	ex.prepare(r.Header, isWebSocketUpgrade(r.Header))
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	rctx := context.WithValue(r.Context(), policyKey{}, p)
-	if len(rules.Addresses) > 0 {
-		rctx = context.WithValue(rctx, pinsKey{}, rules.Addresses)
-	}
-	return r.WithContext(rctx), nil
+	s.forwardUpstream(r, p, ex)
+	return withExchange(r, ex), nil
 }
 
-// forwardState is what a forwarded request carries from onRequest to its
-// response (goproxy's ctx.UserData).
-type forwardState struct {
-	d        *decision
-	scrub    *transform.Scrubber // nil: no secrets were injected
-	timeouts Timeouts            // of the entry and policy it was judged by
+// forwardUpstream sets the upstream of a forwarded request: the
+// forwarding transport for its timeouts, dialling through the guard of its
+// policy and entry; and for plain HTTP on a connection of the explicit
+// listener, that connection's own upstream connection first (see
+// upstreamSlot).
+func (s *Server) forwardUpstream(r *http.Request, p *config.Policy, ex *exchange) {
+	ex.up = upstreamTripper{transport: s.transports.get(ex.timeouts)}
+	fc, ok := r.Context().Value(connKey{}).(*framingConn)
+	if !ok || r.URL.Scheme != "http" {
+		return
+	}
+	addr := r.URL.Host
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(trimBrackets(addr), "80")
+	}
+	up := &ex.up
+	up.slot, up.key, up.policy, up.responseHeader = &fc.upstream, addr, p, ex.timeouts.ResponseHeader
+	up.dial = func(ctx context.Context) (net.Conn, error) { return ex.guard.DialContext(ctx, "tcp", addr) }
+}
+
+// exchangeOfCtx returns the exchange onRequest left for goproxy's later
+// hooks; false if there is none (goproxy failed before onRequest ran).
+func exchangeOfCtx(ctx *goproxy.ProxyCtx) (*exchange, bool) {
+	ex, ok := ctx.UserData.(*exchange)
+	return ex, ok
 }
 
 // refuse answers a request with a denial and records it.
 func (s *Server) refuse(r *http.Request, d *decision, den *denial) *http.Response {
 	d.refuse(den)
 	resp := den.response(r)
-	resp.Body = &loggingBody{ReadCloser: resp.Body, d: d, sink: &s.sink}
+	resp.Body = &loggingBody{ReadCloser: resp.Body, d: d}
 	return resp
 }
 
-// roundTrip sends an allowed request upstream and ties the decision line to
-// the end of the response body, where the request really ends.
-func (s *Server) roundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Response, error) {
-	st := ctx.UserData.(*forwardState)
-	var (
-		resp *http.Response
-		err  error
-	)
-	if fc, ok := directEligible(r); ok {
-		resp, err = s.roundTripDirect(fc, r, st.timeouts.ResponseHeader, st.d)
-	} else {
-		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
-			GotConn: func(info httptrace.GotConnInfo) { st.d.setUpstream(info.Conn) },
-		}))
-		resp, err = s.transports.get(st.timeouts).RoundTrip(r)
+// roundTrip is goproxy's round-tripper: the exchange's.
+func (s *Server) roundTrip(r *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
+	ex, ok := exchangeOf(r)
+	if !ok {
+		return nil, errUnjudged
 	}
+	resp, err := ex.up.roundTrip(r, ex)
 	if err != nil {
 		return nil, err
 	}
-	st.d.status = resp.StatusCode
-	scrubResponse(resp, st.scrub)
-	if err := checkSwitch(r, resp, st.d.host); err != nil {
+	if err := ex.receive(resp); err != nil {
 		_ = resp.Body.Close()
 		return nil, err
 	}
-	resp.Body = wrapLoggingBody(resp.Body, st.d, &s.sink)
 	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
 		client, _ := r.Context().Value(connKey{}).(net.Conn)
 		resp.Body = &switchedBody{ReadWriteCloser: rwc, client: client}
@@ -190,18 +182,18 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 	if resp != nil {
 		return resp
 	}
-	st, _ := ctx.UserData.(*forwardState)
-	if st == nil {
-		st = &forwardState{d: newDecision(clientAddr(ctx.Req), modeHTTP)}
+	ex, ok := exchangeOfCtx(ctx)
+	if !ok {
+		ex = &exchange{d: newDecision(&s.sink, clientAddr(ctx.Req), modeHTTP)}
 	}
-	den := scrubDenial(requestFailure(ctx.Error, ctx.Req, st.d.host), st.scrub)
+	den := ex.failure(ctx.Error, ctx.Req)
 	if den.status == 0 {
 		// The client went away: the line says so (status 0), but goproxy
 		// still needs a response to write, into the void.
-		st.d.refuse(den)
-		den = scrubDenial(classifyUpstream(ctx.Error, st.d.host), st.scrub)
+		ex.d.refuse(den)
+		den = scrubDenial(classifyUpstream(ctx.Error, ex.host), ex.scrub)
 	}
-	return s.refuse(ctx.Req, st.d, den)
+	return s.refuse(ctx.Req, ex.d, den)
 }
 
 // scrubDenial keeps an echoed secret out of a refusal whose reason quotes

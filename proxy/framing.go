@@ -64,7 +64,7 @@ type framingConn struct {
 	drained    bool         // end has half-closed and drained the connection
 
 	// upstream is this client connection's keep-alive connection for
-	// plain-HTTP forwarding (see roundTripDirect).
+	// plain-HTTP forwarding (see forwardUpstream).
 	upstream upstreamSlot
 
 	// onHead, if set, sees every header block handed on (the fuzz test

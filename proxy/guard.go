@@ -11,19 +11,24 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/internal/resolve"
 )
 
 // Guard is the one dialer every upstream connection goes through: plain HTTP,
-// CONNECT tunnels and (later) MITM. It resolves a name, judges every address
-// the name resolves to, and dials only addresses it judged; it never looks the
-// name up a second time between the check and the dial, so DNS rebinding has
-// no window.
+// CONNECT tunnels and intercepted requests. It resolves a name, judges every
+// address the name resolves to by the policy and entry the request was
+// judged by (config.Policy.CheckAddrs), and dials only addresses it judged;
+// it never looks the name up a second time between the check and the dial,
+// so DNS rebinding has no window.
 type Guard struct {
 	// Resolver resolves names. If nil, net.DefaultResolver is used.
 	Resolver resolve.Resolver
-	// Addrs judges each address. It must not be nil.
-	Addrs *allowlist.AddrPolicy
+	// Policy judges each address. It must not be nil.
+	Policy *config.Policy
+	// Entry is the allowlist entry the host matched; its addresses, if
+	// any, narrow the policy's, never widen them. Nil: no pins.
+	Entry *config.Entry
 	// ResolveTimeout bounds one lookup. If zero, 5s.
 	ResolveTimeout time.Duration
 	// DialTimeout bounds one TCP connect. If zero, 10s.
@@ -31,9 +36,6 @@ type Guard struct {
 	// Control, if set, is applied to every dialled socket (SO_MARK for the
 	// transparent mode's redirect rules, for example).
 	Control func(network, address string, c syscall.RawConn) error
-	// Pins, if not empty, are the only ranges a name may resolve into (an
-	// allowlist entry's addresses). They narrow Addrs, never widen it.
-	Pins []netip.Prefix
 }
 
 // Target is a destination that passed the guard: the name that was allowed,
@@ -42,20 +44,6 @@ type Target struct {
 	Host  string // normalised host name or IP literal
 	Port  uint16
 	Addrs []netip.Addr
-}
-
-// PinnedError reports that a host resolved to (or is) an address outside
-// the ranges its allowlist entry pins.
-type PinnedError struct {
-	Host string
-	Addr netip.Addr
-}
-
-func (e *PinnedError) Error() string {
-	if e.Host == e.Addr.String() {
-		return fmt.Sprintf("%s is outside the addresses its allowlist entry allows", e.Host)
-	}
-	return fmt.Sprintf("%s resolves to %s, outside the addresses its allowlist entry allows", e.Host, e.Addr)
 }
 
 // errNoAddresses: a lookup that succeeded with an empty answer.
@@ -82,47 +70,36 @@ func (e *ResolveError) Unwrap() error { return e.Err }
 // blocked the whole name is refused, so a mixed answer cannot be used to
 // sneak a private address past a client that tries addresses in turn.
 func (g *Guard) Resolve(ctx context.Context, host string, ip netip.Addr, port uint16) (Target, error) {
-	t := Target{Host: host, Port: port}
-	if ip.IsValid() {
-		t.Addrs = []netip.Addr{ip}
-	} else {
+	t := Target{Host: host, Port: port, Addrs: []netip.Addr{ip}}
+	if !ip.IsValid() {
 		if allowlist.IsLocalhostName(host) {
-			return Target{}, &allowlist.BlockedError{Host: host, Class: allowlist.ClassLoopback}
+			return Target{}, &config.LocalhostError{Host: host}
 		}
-		ctx, cancel := context.WithTimeout(ctx, durationOr(g.ResolveTimeout, 5*time.Second))
-		addrs, err := g.resolver().LookupNetIP(ctx, "ip", host)
-		cancel()
+		addrs, err := g.lookup(ctx, host)
 		if err != nil {
-			return Target{}, &ResolveError{Host: host, Err: err}
-		}
-		if len(addrs) == 0 {
-			return Target{}, &ResolveError{Host: host, Err: errNoAddresses}
+			return Target{}, err
 		}
 		t.Addrs = addrs
 	}
-	for _, a := range t.Addrs {
-		if class, err := g.Addrs.Check(netip.AddrPortFrom(a, port)); err != nil {
-			return Target{}, &allowlist.BlockedError{Host: host, Addr: a, Class: class}
-		}
-		if !g.pinned(a) {
-			return Target{}, &PinnedError{Host: host, Addr: a}
-		}
+	if err := g.Policy.CheckAddrs(g.Entry, host, port, t.Addrs); err != nil {
+		return Target{}, err
 	}
 	return t, nil
 }
 
-// pinned reports whether a is inside the guard's pins (or there are none).
-func (g *Guard) pinned(a netip.Addr) bool {
-	if len(g.Pins) == 0 {
-		return true
+// lookup resolves a name within the resolve timeout; an answer without
+// addresses is an error.
+func (g *Guard) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	ctx, cancel := context.WithTimeout(ctx, durationOr(g.ResolveTimeout, 5*time.Second))
+	addrs, err := g.resolver().LookupNetIP(ctx, "ip", host)
+	cancel()
+	if err != nil {
+		return nil, &ResolveError{Host: host, Err: err}
 	}
-	a = a.Unmap()
-	for _, p := range g.Pins {
-		if p.Contains(a) {
-			return true
-		}
+	if len(addrs) == 0 {
+		return nil, &ResolveError{Host: host, Err: errNoAddresses}
 	}
-	return false
+	return addrs, nil
 }
 
 // Dial connects to one of the target's judged addresses, in the resolver's

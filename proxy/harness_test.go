@@ -22,7 +22,7 @@ import (
 
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
-
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/internal/testlog"
 )
 
@@ -99,7 +99,7 @@ type gatewayConfig struct {
 	timeouts Timeouts
 	roots    *httptest.Server // trust this TLS server's certificate upstream
 	rootPool *x509.CertPool   // or exactly these roots upstream
-	entries  []EntryRules     // by allowlist index
+	entries  []config.Entry   // by allowlist index
 	leaves   *ca.LeafCache    // for MITM
 	limits   Limits
 	observer Observer
@@ -130,7 +130,7 @@ func startGateway(t testing.TB, gc gatewayConfig) *gateway {
 	}
 	logs := &logBuffer{}
 	o := Options{
-		Policy:   &Policy{Allowlist: al, Addrs: addrs, Entries: gc.entries},
+		Policy:   &config.Policy{Allowlist: al, Addrs: addrs, Entries: gc.entries},
 		Leaves:   gc.leaves,
 		Resolver: res,
 		Logger:   zerolog.New(logs),

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/internal/admin"
 	"github.com/hookgate/hookgate/transform"
 )
@@ -124,7 +125,7 @@ func newLeakEnv(t testing.TB) *leakEnv {
 		exempt:   []string{e.tlsUp.ln.Addr().String(), e.plainUp.ln.Addr().String()},
 		names:    map[string][]string{"telemetry.example.com": {"127.0.0.1"}},
 		rootPool: upPool,
-		entries:  []EntryRules{{Transform: rules, AllowPlaintext: true}},
+		entries:  []config.Entry{{Transform: rules, AllowPlaintext: true}},
 		leaves:   ca.NewLeafCache(ourCA, 4),
 		observer: Observer{Decision: func(r Record) { mu.Lock(); records = append(records, r); mu.Unlock() }},
 	})
@@ -465,8 +466,8 @@ func BenchmarkRedactRecord(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &Policy{Entries: []EntryRules{{Transform: rules}}}
-	r := &redactor{policy: func() *Policy { return p }}
+	p := &config.Policy{Entries: []config.Entry{{Transform: rules}}}
+	r := &redactor{policy: func() *config.Policy { return p }}
 	rec := Record{Host: "telemetry.example.com", Method: "POST", SNI: "telemetry.example.com",
 		Reason: "the upstream's response is not valid HTTP/1.1"}
 	b.ReportAllocs()

@@ -90,16 +90,8 @@ func (c *countedConn) releaseSlot() { c.once.Do(c.release) }
 // releaseSlot gives back the limit slot of a client connection (under any
 // of our wrappers) ahead of closing it.
 func releaseSlot(c net.Conn) {
-	for {
-		if cc, ok := c.(*countedConn); ok {
-			cc.releaseSlot()
-			return
-		}
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return
-		}
-		c = w.NetConn()
+	if cc, ok := layerOf[*countedConn](c); ok {
+		cc.releaseSlot()
 	}
 }
 
@@ -138,9 +130,9 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 // refuseConn answers (or just closes) a connection a limit refused, off the
 // accept loop so a slow client cannot stall it.
 func (s *Server) refuseConn(c net.Conn, den *denial, answer bool) {
-	d := newDecision(c.RemoteAddr().String(), modeHTTP)
+	d := newDecision(&s.sink, c.RemoteAddr().String(), modeHTTP)
 	d.refuse(den)
-	d.log(&s.sink)
+	d.finish()
 	if s.sink.observer.Limited != nil {
 		s.sink.observer.Limited(den.code)
 	}

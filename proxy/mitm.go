@@ -6,15 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/http/httputil"
 	"strconv"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
-	"github.com/hookgate/hookgate/transform"
+	"github.com/hookgate/hookgate/config"
 )
 
 // serveMITM terminates the client's TLS with a leaf certificate for the
@@ -29,7 +26,7 @@ import (
 // httputil.ReverseProxy rather than goproxy's MITM loop: we need the
 // per-request host binding, the injection and the scrubbing in one place we
 // control, and goproxy's loop would dial with its own transport.
-func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest Target, rules EntryRules, g Guard, tm Timeouts, tunnel *decision) {
+func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest Target, rules *config.Entry, g Guard, tm Timeouts, tunnel *decision) {
 	tunnel.mode = modeMITM
 	tlsConn := tls.Server(client, &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -52,9 +49,11 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"http/1.1"},
 	}
-	up := &tunnelTransport{s: s, key: net.JoinHostPort(t.host, strconv.Itoa(int(t.port))), responseHeader: tm.ResponseHeader, scrub: rules.Transform.Scrubber()}
-	// The judged addresses, never a fresh lookup of the name; the real
-	// certificate verified before a byte of any request is sent.
+	// The tunnel's requests go over one keep-alive TLS connection (its
+	// slot), dialled to the judged addresses, never a fresh lookup of the
+	// name, with the real certificate verified before a byte of any
+	// request is sent.
+	up := upstreamTripper{slot: &upstreamSlot{}, key: net.JoinHostPort(t.host, strconv.Itoa(int(t.port))), policy: g.Policy, responseHeader: tm.ResponseHeader}
 	up.dial = func(ctx context.Context) (net.Conn, error) {
 		conn, err := g.Dial(ctx, dest)
 		if err != nil {
@@ -70,7 +69,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		return tc, nil
 	}
 	// Upgrades and 100-continue go through a transport made for them.
-	up.fallback = &http.Transport{
+	transport := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           func(ctx context.Context, _, _ string) (net.Conn, error) { return g.Dial(ctx, dest) },
 		TLSClientConfig:       tlsConfig,
@@ -80,14 +79,18 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,
 	}
-	defer up.close()
+	up.transport = transport
+	defer func() {
+		up.slot.drop()
+		transport.CloseIdleConnections()
+	}()
 
 	// The explicit listener's framing check, on the decrypted stream.
 	fc := newFramingConn(s.watch(tlsConn, tunnel), s.maxHdr)
-	h := &mitmHandler{s: s, t: t, rules: rules, client: tunnel.client, entry: tunnel.entry, sni: tunnel.sni, transparent: tunnel.transparent, framing: fc}
+	h := &mitmHandler{s: s, t: t, rules: rules, tunnel: tunnel, framing: fc, up: up}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
-		Transport:      up,
+		Transport:      exchangeTransport{},
 		ModifyResponse: h.modifyResponse,
 		ErrorHandler:   h.upstreamError,
 		ErrorLog:       s.stdLogger(),
@@ -97,100 +100,37 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 	// A hijacked connection (a websocket upgrade) ends Serve while its
 	// handler still relays; the tunnel lasts until every handler is done.
 	h.active.Wait()
-	if h.requests.Load() > 0 {
-		tunnel.once.Do(func() {}) // its requests had their own lines
-	}
-}
-
-// tunnelTransport sends the requests of one intercepted tunnel to its
-// upstream over one keep-alive TLS connection (see upstreamSlot).
-type tunnelTransport struct {
-	s              *Server
-	key            string
-	responseHeader time.Duration
-	dial           func(context.Context) (net.Conn, error)
-	slot           upstreamSlot
-	fallback       *http.Transport
-	scrub          *transform.Scrubber // nil: no secret is injected
-}
-
-func (tt *tunnelTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	mr, _ := r.Context().Value(mitmRequestKey{}).(*mitmRequest)
-	if mr == nil {
-		return tt.fallback.RoundTrip(scrubRequestContext(r, tt.scrub))
-	}
-	if r.Header.Get("Upgrade") != "" || r.Header.Get("Expect") != "" {
-		// Only this transport passes informational answers on (through
-		// httputil.ReverseProxy's trace): they are scrubbed first.
-		r = scrubRequestContext(r, tt.scrub)
-		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
-			GotConn: func(info httptrace.GotConnInfo) { mr.d.setUpstream(info.Conn) },
-		}))
-		return tt.fallback.RoundTrip(r)
-	}
-	return tt.s.roundTripSlot(&tt.slot, tt.key, nil, tt.dial, tt.responseHeader, r, mr.d)
-}
-
-// scrubRequestContext makes the 1xx answers to r scrubbed.
-func scrubRequestContext(r *http.Request, s *transform.Scrubber) *http.Request {
-	if s == nil {
-		return r
-	}
-	return r.WithContext(scrubInformational(r.Context(), s))
-}
-
-func (tt *tunnelTransport) close() {
-	tt.slot.drop()
-	tt.fallback.CloseIdleConnections()
 }
 
 // mitmHandler serves the requests inside one intercepted tunnel.
 type mitmHandler struct {
-	s           *Server
-	t           target
-	rules       EntryRules
-	client      string
-	entry       string
-	sni         string
-	transparent bool
-	framing     *framingConn
-	proxy       *httputil.ReverseProxy
-	requests    atomic.Int64
-	active      sync.WaitGroup
-}
-
-// mitmRequest is the state of one request inside an intercepted tunnel,
-// carried in its context from ServeHTTP through the proxy's hooks.
-type mitmRequest struct {
-	d *decision
-	// switched is closed when the connection of an accepted 101 Switching
-	// Protocols answer is closed, which writes the decision line; nil
-	// until then.
-	switched chan struct{}
-	conn     io.Closer // that connection
-}
-
-type mitmRequestKey struct{}
-
-func mitmRequestOf(r *http.Request) *mitmRequest {
-	return r.Context().Value(mitmRequestKey{}).(*mitmRequest)
+	s     *Server
+	t     target
+	rules *config.Entry
+	// tunnel is the decision of the tunnel the requests arrive in: their
+	// lines carry its identity, and the first request takes its line
+	// over (handOff).
+	tunnel  *decision
+	framing *framingConn
+	up      upstreamTripper // the tunnel's, shared by its requests in turn
+	proxy   *httputil.ReverseProxy
+	active  sync.WaitGroup
 }
 
 func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.requests.Add(1)
 	h.active.Add(1)
 	defer h.active.Done()
-	d := newDecision(h.client, modeMITM)
-	d.method, d.host, d.port, d.entry, d.sni = r.Method, h.t.host, h.t.port, h.entry, h.sni
-	d.transparent = h.transparent
+	// The tunnel became requests: each has its own line from now on.
+	h.tunnel.handOff()
+	d := newDecision(&h.s.sink, h.tunnel.client, modeMITM)
+	d.method, d.host, d.port, d.entry, d.sni = r.Method, h.t.host, h.t.port, h.tunnel.entry, h.tunnel.sni
+	d.transparent = h.tunnel.transparent
 	den := h.framing.refusalFor(r)
 	if den == nil {
 		den = h.checkHost(r)
 	}
 	if den != nil {
-		d.refuse(den)
-		den.write(w)
-		d.log(&h.s.sink)
+		d.answer(w, den)
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
@@ -205,17 +145,17 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	mr := &mitmRequest{d: d}
-	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mitmRequestKey{}, mr)))
-	if mr.switched != nil {
+	ex := &exchange{d: d, host: h.t.host, entry: h.rules, scrub: h.rules.Transform.Scrubber(), up: h.up}
+	h.proxy.ServeHTTP(w, withExchange(r, ex))
+	if ex.switched != nil {
 		// A switched connection's line is written when ReverseProxy closes
 		// it, just after it returns: the request lasts as long as the
 		// connection, and its bytes are all counted by then.
-		<-mr.switched
+		<-ex.switched
 	}
 	// ReverseProxy has closed the upstream body (which logs) or answered an
 	// error (which logs); this covers a handler that returned without either.
-	d.log(&h.s.sink)
+	d.finish()
 }
 
 // checkHost binds the credential to the verified destination: the Host
@@ -252,31 +192,34 @@ func splitHostPortDefault(hp, defaultPort string) (string, string) {
 	return hp, defaultPort
 }
 
+// rewrite routes a request to the tunnel's host and prepares it (see
+// exchange). One without an exchange is left unrouted; the round-tripper
+// refuses it.
 func (h *mitmHandler) rewrite(pr *httputil.ProxyRequest) {
-	mr := mitmRequestOf(pr.In)
+	ex, ok := exchangeOf(pr.In)
+	if !ok {
+		return
+	}
 	pr.Out.URL.Scheme = "https"
 	pr.Out.URL.Host = h.t.authority(443)
 	pr.Out.Host = pr.Out.URL.Host
-	inject(pr.Out.Header, h.rules.Transform, mr.d)
-	// inject strips every upgrade; a WebSocket one goes through (and is
-	// what ReverseProxy compares a 101 answer with).
-	if isWebSocketUpgrade(pr.In.Header) {
-		setWebSocketUpgrade(pr.Out.Header)
-	}
+	// A WebSocket upgrade goes through (and is what ReverseProxy compares
+	// a 101 answer with); ReverseProxy took it out of Out already.
+	ex.prepare(pr.Out.Header, isWebSocketUpgrade(pr.In.Header))
 }
 
 func (h *mitmHandler) modifyResponse(resp *http.Response) error {
-	mr := mitmRequestOf(resp.Request)
-	mr.d.status = resp.StatusCode
-	scrubResponse(resp, h.rules.Transform.Scrubber())
-	if err := checkSwitch(resp.Request, resp, h.t.host); err != nil {
+	ex, ok := exchangeOf(resp.Request)
+	if !ok {
+		return errUnjudged
+	}
+	if err := ex.receive(resp); err != nil {
 		return err // ReverseProxy closes the body and calls upstreamError
 	}
-	resp.Body = wrapLoggingBody(resp.Body, mr.d, &h.s.sink)
 	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-		mr.switched = make(chan struct{})
-		resp.Body = &closeSignal{ReadWriteCloser: rwc, done: mr.switched}
-		mr.conn = resp.Body
+		ex.switched = make(chan struct{})
+		resp.Body = &closeSignal{ReadWriteCloser: rwc, done: ex.switched}
+		ex.conn = resp.Body
 	}
 	return nil
 }
@@ -295,19 +238,24 @@ func (c *closeSignal) Close() error {
 }
 
 func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	mr := mitmRequestOf(r)
-	d := mr.d
-	if mr.conn != nil {
+	ex, ok := exchangeOf(r)
+	if !ok {
+		// Never: ServeHTTP gave every request its exchange.
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	d := ex.d
+	if ex.conn != nil {
 		// ReverseProxy refused a switched connection before taking it
 		// over; close it here, or the request would wait for it forever.
-		_ = mr.conn.Close()
+		_ = ex.conn.Close()
 	}
-	den := scrubDenial(requestFailure(err, r, h.t.host), h.rules.Transform.Scrubber())
+	den := ex.failure(err, r)
 	d.refuse(den)
 	if den.status != 0 {
 		den.write(w)
 	}
-	d.log(&h.s.sink)
+	d.finish()
 }
 
 // serveHTTPConn serves the HTTP/1.1 requests of one connection that is

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/transform"
 )
 
@@ -77,7 +78,7 @@ func newMITMEnv(t testing.TB, handler http.HandlerFunc, mutate func(*gatewayConf
 			"other.example.com":     {"127.0.0.1"},
 		},
 		roots:   up.Server,
-		entries: []EntryRules{{Transform: compileRules(t, map[string]string{"Authorization": "Bearer ${env:CANARY}"})}},
+		entries: []config.Entry{{Transform: compileRules(t, map[string]string{"Authorization": "Bearer ${env:CANARY}"})}},
 		leaves:  ca.NewLeafCache(authority, 16),
 	}
 	if mutate != nil {
@@ -322,7 +323,7 @@ func TestPlaintextToTransformHost(t *testing.T) {
 		allow:   []string{"telemetry.example.com", "open.example.com"},
 		exempt:  []string{plain.hostPort()},
 		names:   map[string][]string{"telemetry.example.com": {"127.0.0.1"}, "open.example.com": {"127.0.0.1"}},
-		entries: []EntryRules{{Transform: rules}, {Transform: rules, AllowPlaintext: true}},
+		entries: []config.Entry{{Transform: rules}, {Transform: rules, AllowPlaintext: true}},
 		leaves:  ca.NewLeafCache(authority, 4),
 	})
 	c := gw.client(t, nil)

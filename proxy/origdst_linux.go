@@ -16,7 +16,7 @@ const ip6tSOOriginalDst = 80
 // before nftables/iptables REDIRECT (or DNAT) sent it to us, from the
 // conntrack entry of the socket's network namespace (SO_ORIGINAL_DST).
 func OriginalDst(c net.Conn) (netip.AddrPort, error) {
-	tc, ok := unwrapConn(c).(*net.TCPConn)
+	tc, ok := innermost(c).(*net.TCPConn)
 	if !ok {
 		return netip.AddrPort{}, errors.New("original destination: not a TCP connection")
 	}

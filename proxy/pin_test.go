@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/transform"
 )
 
@@ -19,7 +20,7 @@ func TestMITMStripsHeaderAliases(t *testing.T) {
 	env := newMITMEnv(t, func(w http.ResponseWriter, r *http.Request) {
 		got = r.Header.Clone()
 	}, func(gc *gatewayConfig) {
-		gc.entries = []EntryRules{{Transform: compileRules(t, map[string]string{"X-Api-Key": "${env:CANARY}"})}}
+		gc.entries = []config.Entry{{Transform: compileRules(t, map[string]string{"X-Api-Key": "${env:CANARY}"})}}
 	})
 	req, _ := http.NewRequest("GET", env.url("telemetry.example.com", "/"), nil)
 	req.Header["X_api_key"] = []string{"attacker"}
@@ -67,7 +68,7 @@ func pinEnv(t *testing.T, pins ...string) (*gateway, *upstream) {
 		allow:  []string{"telemetry.example.com", "open.example.com"},
 		exempt: []string{up.hostPort()},
 		names:  map[string][]string{"telemetry.example.com": {"127.0.0.1"}, "open.example.com": {"127.0.0.1"}},
-		entries: []EntryRules{
+		entries: []config.Entry{
 			{Transform: compileRules(t, map[string]string{"Authorization": "Bearer ${env:CANARY}"}), AllowPlaintext: true, Addresses: prefixes},
 			{Addresses: prefixes},
 		},

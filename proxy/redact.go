@@ -3,6 +3,7 @@ package proxy
 import (
 	"sync/atomic"
 
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/transform"
 )
 
@@ -11,13 +12,13 @@ import (
 // to quote what a peer sent; this is the defence behind that, for the one
 // that slips through. The scrubber is built once per policy generation.
 type redactor struct {
-	policy func() *Policy
+	policy func() *config.Policy
 	cache  atomic.Pointer[policyScrubber]
 }
 
 // policyScrubber is the text scrubber of one policy.
 type policyScrubber struct {
-	policy *Policy
+	policy *config.Policy
 	text   *transform.TextScrubber
 }
 
@@ -31,7 +32,7 @@ func (r *redactor) scrubber() *transform.TextScrubber {
 	if c := r.cache.Load(); c != nil && c.policy == p {
 		return c.text
 	}
-	c := &policyScrubber{policy: p, text: p.textScrubber()}
+	c := &policyScrubber{policy: p, text: textScrubber(p)}
 	r.cache.Store(c)
 	return c.text
 }
@@ -50,7 +51,7 @@ func (r *redactor) record(rec Record) Record {
 }
 
 // textScrubber builds the scrubber of every secret the policy injects.
-func (p *Policy) textScrubber() *transform.TextScrubber {
+func textScrubber(p *config.Policy) *transform.TextScrubber {
 	if p == nil {
 		return nil
 	}

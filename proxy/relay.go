@@ -185,7 +185,7 @@ func rawConnOf(c net.Conn) syscall.RawConn {
 		}
 		fc.release()
 	}
-	tc, ok := unwrapConn(c).(*net.TCPConn)
+	tc, ok := innermost(c).(*net.TCPConn)
 	if !ok {
 		return nil
 	}

@@ -18,66 +18,10 @@ import (
 	"github.com/elazarl/goproxy"
 	"github.com/rs/zerolog"
 
-	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/internal/resolve"
-	"github.com/hookgate/hookgate/transform"
 )
-
-// Policy is one generation of the rules: which hosts may be reached and which
-// addresses may be dialled. It is immutable; a reload builds a new one and
-// swaps it in (SetPolicy), and each request keeps the one it started with.
-type Policy struct {
-	Allowlist *allowlist.Policy
-	Addrs     *allowlist.AddrPolicy
-	// Entries holds what each allowlist entry adds, by Entry.Index. It may
-	// be shorter than the allowlist (or nil): missing entries add nothing.
-	Entries []EntryRules
-	// Timeouts bound the upstream side of the requests and tunnels judged
-	// by this policy, so that a reload applies new ones to new requests.
-	// Only the upstream fields are read here (Resolve, Dial, TLSHandshake,
-	// ResponseHeader, TunnelIdle); a zero field keeps Options.Timeouts'.
-	// The client-side ones (ReadHeader, ClientHello, Idle) belong to the
-	// listeners and are read only from Options.Timeouts.
-	Timeouts Timeouts
-}
-
-// EntryRules is what one allowlist entry adds to "allowed".
-type EntryRules struct {
-	// Transform injects credentials; nil for none (HTTPS stays an opaque
-	// tunnel).
-	Transform *transform.Rules
-	// AllowPlaintext lets the transform apply to plain HTTP too; otherwise
-	// plain HTTP to the entry is refused, so credentials only travel
-	// encrypted.
-	AllowPlaintext bool
-	// ResponseHeaderTimeout, if not zero, replaces the policy's
-	// Timeouts.ResponseHeader for requests to this entry (a slow API that
-	// thinks for minutes before its first byte).
-	ResponseHeaderTimeout time.Duration
-	// Addresses, if not empty, are the only ranges the entry's hosts may
-	// resolve into, checked on every dial (plain HTTP, tunnels,
-	// intercepted requests); outside them nothing is sent.
-	Addresses []netip.Prefix
-}
-
-// rules returns the entry rules of an allowed verdict.
-func (p *Policy) rules(v allowlist.Verdict) EntryRules {
-	if !v.Allowed || v.Entry.Index >= len(p.Entries) {
-		return EntryRules{}
-	}
-	return p.Entries[v.Entry.Index]
-}
-
-// hasTransforms reports whether any entry injects credentials.
-func (p *Policy) hasTransforms() bool {
-	for _, e := range p.Entries {
-		if e.Transform != nil {
-			return true
-		}
-	}
-	return false
-}
 
 // Timeouts bound every wait the gateway makes on a client or an upstream.
 // A zero field takes the default named in its comment.
@@ -104,30 +48,34 @@ func (t Timeouts) withDefaults() Timeouts {
 	return t
 }
 
-// upstreamOver returns base with the upstream fields that t sets (the ones
-// a Policy may change) replaced.
-func (t Timeouts) upstreamOver(base Timeouts) Timeouts {
-	base.Resolve = durationOr(t.Resolve, base.Resolve)
-	base.Dial = durationOr(t.Dial, base.Dial)
-	base.TLSHandshake = durationOr(t.TLSHandshake, base.TLSHandshake)
-	base.ResponseHeader = durationOr(t.ResponseHeader, base.ResponseHeader)
-	base.TunnelIdle = durationOr(t.TunnelIdle, base.TunnelIdle)
-	return base
-}
-
-// timeoutsFor returns the timeouts of a request or tunnel judged by p to
-// the entry with these rules: the entry's, then the policy's, then the
-// server's.
-func (s *Server) timeoutsFor(p *Policy, rules EntryRules) Timeouts {
-	t := p.Timeouts.upstreamOver(s.timeouts)
-	t.ResponseHeader = durationOr(rules.ResponseHeaderTimeout, t.ResponseHeader)
+// forPolicy returns t with the upstream timeouts that a policy sets
+// replaced (a zero field keeps t's). The client-side ones (ReadHeader,
+// ClientHello, Idle) belong to the listeners and are never a policy's.
+func (t Timeouts) forPolicy(p config.Timeouts) Timeouts {
+	t.Resolve = durationOr(p.Resolve, t.Resolve)
+	t.Dial = durationOr(p.Dial, t.Dial)
+	t.TLSHandshake = durationOr(p.TLSHandshake, t.TLSHandshake)
+	t.ResponseHeader = durationOr(p.ResponseHeader, t.ResponseHeader)
+	t.TunnelIdle = durationOr(p.TunnelIdle, t.TunnelIdle)
 	return t
 }
 
-// guardFor is the guard for requests judged by p, with timeouts t.
-func (s *Server) guardFor(p *Policy, t Timeouts) Guard {
+// timeoutsFor returns the timeouts of a request or tunnel judged by p to
+// entry e (nil: before an entry is known): the entry's, then the
+// policy's, then the server's.
+func (s *Server) timeoutsFor(p *config.Policy, e *config.Entry) Timeouts {
+	t := s.timeouts.forPolicy(p.Timeouts)
+	if e != nil {
+		t.ResponseHeader = durationOr(e.ResponseHeaderTimeout, t.ResponseHeader)
+	}
+	return t
+}
+
+// guardFor is the guard for connections judged by p to entry e (nil:
+// before an entry is known), with timeouts t.
+func (s *Server) guardFor(p *config.Policy, e *config.Entry, t Timeouts) Guard {
 	g := *s.guard
-	g.Addrs = p.Addrs
+	g.Policy, g.Entry = p, e
 	g.ResolveTimeout, g.DialTimeout = t.Resolve, t.Dial
 	return g
 }
@@ -135,7 +83,7 @@ func (s *Server) guardFor(p *Policy, t Timeouts) Guard {
 // Options configure a Server.
 type Options struct {
 	// Policy is the initial policy. It must not be nil.
-	Policy *Policy
+	Policy *config.Policy
 	// Resolver resolves upstream names. If nil, the system resolver.
 	Resolver resolve.Resolver
 	// UpstreamRoots verifies upstream TLS. If nil, the system roots.
@@ -162,7 +110,7 @@ type Options struct {
 // Server is the explicit egress proxy. Create it with New, run it with Serve,
 // stop it with Shutdown.
 type Server struct {
-	policy   atomic.Pointer[Policy]
+	policy   atomic.Pointer[config.Policy]
 	guard    *Guard
 	log      zerolog.Logger
 	sink     sink
@@ -200,7 +148,7 @@ var _ http.Handler = (*Server)(nil)
 
 // New builds a Server; it listens on nothing until Serve.
 func New(o Options) (*Server, error) {
-	if err := o.Policy.validate(o.Leaves); err != nil {
+	if err := validatePolicy(o.Policy, o.Leaves); err != nil {
 		return nil, err
 	}
 	s := &Server{
@@ -251,7 +199,7 @@ func New(o Options) (*Server, error) {
 // tunnels, transparent plain HTTP). Connections served must be watched
 // (see watchConn), so that requests net/http ends itself are logged too.
 // The request context carries the client connection, so that a
-// framingConn keeps its own upstream connection (roundTripDirect) and its
+// framingConn keeps its own upstream connection (forwardUpstream) and its
 // framing verdict. The framingConn enforces the header limit exactly;
 // net/http's own (which reads up to 4 KiB more) never refuses a header
 // block the framingConn let through.
@@ -321,8 +269,8 @@ func (b *readWatch) Close() error {
 
 // SetPolicy swaps in a new policy for requests that start from now on;
 // requests and tunnels already open keep the one they started with.
-func (s *Server) SetPolicy(p *Policy) error {
-	if err := p.validate(s.leaves); err != nil {
+func (s *Server) SetPolicy(p *config.Policy) error {
+	if err := validatePolicy(p, s.leaves); err != nil {
 		return err
 	}
 	s.policy.Store(p)
@@ -331,18 +279,20 @@ func (s *Server) SetPolicy(p *Policy) error {
 	return nil
 }
 
-func (p *Policy) validate(leaves *ca.LeafCache) error {
+func validatePolicy(p *config.Policy, leaves *ca.LeafCache) error {
 	switch {
 	case p == nil || p.Allowlist == nil || p.Addrs == nil:
 		return errors.New("proxy: a policy with an allowlist and an address policy is required")
-	case p.hasTransforms() && leaves == nil:
+	case p.HasTransforms() && leaves == nil:
 		return errors.New("proxy: transforms need a CA to intercept TLS with")
 	}
 	return nil
 }
 
-// Policy returns the policy new requests are judged by.
-func (s *Server) Policy() *Policy { return s.policy.Load() }
+// Policy returns the policy new requests, tunnels and queries are judged
+// by. The gateway's DNS server reads it too: one policy generation for
+// every server.
+func (s *Server) Policy() *config.Policy { return s.policy.Load() }
 
 type connKey struct{}
 
@@ -405,28 +355,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.forwarder.ServeHTTP(w, r)
 }
 
-// dialUpstream is the transport's dial hook: the guard with the policy of the
-// request being served.
+// dialUpstream is the forwarding transport's dial hook: the guard of the
+// request being dialled for, which carries the policy and entry it was
+// judged by. A dial without one is refused: nothing reaches an upstream
+// that was not judged.
 func (s *Server) dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
-	p := policyFrom(ctx, s)
-	g := s.guardFor(p, p.Timeouts.upstreamOver(s.timeouts))
-	g.Pins, _ = ctx.Value(pinsKey{}).([]netip.Prefix)
-	return g.DialContext(ctx, network, addr)
-}
-
-type policyKey struct{}
-
-// pinsKey carries the addresses a forwarded request's entry pins to its
-// dial.
-type pinsKey struct{}
-
-// policyFrom returns the policy a request started with.
-func policyFrom(ctx context.Context, s *Server) *Policy {
-	if p, ok := ctx.Value(policyKey{}).(*Policy); ok {
-		return p
+	ex, ok := ctx.Value(exchangeKey{}).(*exchange)
+	if !ok {
+		return nil, errUnjudged
 	}
-	return s.policy.Load()
+	return ex.guard.DialContext(ctx, network, addr)
 }
+
+// errUnjudged: a request reached the upstream side without the state its
+// judgement left. It is a bug; the request fails rather than being judged
+// by whatever policy is current.
+var errUnjudged = errors.New("proxy: a request without its judgement reached the upstream side")
 
 // framingListener wraps every accepted connection in a framingConn.
 type framingListener struct {

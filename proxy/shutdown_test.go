@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/config"
 )
 
 // TestShutdownClosesIdleTunnels: http.Server.Shutdown does not see hijacked
@@ -23,7 +24,7 @@ func TestShutdownClosesIdleTunnels(t *testing.T) {
 	al, _ := allowlist.New([]string{"example.com"})
 	addrs, _ := allowlist.NewAddrPolicy(allowlist.AddrPolicyOptions{Exempt: []netip.AddrPort{netip.MustParseAddrPort(up.hostPort())}})
 	srv, err := New(Options{
-		Policy:   &Policy{Allowlist: al, Addrs: addrs},
+		Policy:   &config.Policy{Allowlist: al, Addrs: addrs},
 		Resolver: &staticResolver{table: map[string][]netip.Addr{"example.com": {netip.MustParseAddr("127.0.0.1")}}},
 		Logger:   zerolog.Nop(),
 	})

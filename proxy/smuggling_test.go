@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/config"
 )
 
 // readAnswer reads from c until the gateway closes it or 10 s pass; eof
@@ -99,7 +100,7 @@ func newInterceptEnv(t *testing.T) *interceptEnv {
 		exempt:   []string{up.addr()},
 		names:    map[string][]string{"telemetry.example.com": {"127.0.0.1"}},
 		rootPool: pool,
-		entries:  []EntryRules{{Transform: compileRules(t, map[string]string{"Authorization": "Bearer ${env:CANARY}"})}},
+		entries:  []config.Entry{{Transform: compileRules(t, map[string]string{"Authorization": "Bearer ${env:CANARY}"})}},
 		leaves:   leaves,
 		timeouts: slowHeader,
 	})

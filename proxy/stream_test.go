@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/net/websocket"
+
+	"github.com/hookgate/hookgate/config"
 )
 
 // hideCanary replaces the canary in every letter case, so that a failure
@@ -235,7 +237,7 @@ func TestWebSocketToTransformHost(t *testing.T) {
 		gc.exempt = append(gc.exempt, plain.hostPort())
 		gc.allow = append(gc.allow, "open.test")
 		gc.names["open.test"] = []string{"127.0.0.1"}
-		gc.entries = append(gc.entries, EntryRules{}, EntryRules{Transform: gc.entries[0].Transform, AllowPlaintext: true})
+		gc.entries = append(gc.entries, config.Entry{}, config.Entry{Transform: gc.entries[0].Transform, AllowPlaintext: true})
 	})
 	t.Run("intercepted", func(t *testing.T) {
 		tc := mitmTLS(t, env, "telemetry.example.com")
@@ -423,7 +425,7 @@ func newRawEnv(t *testing.T, answer func(c net.Conn, br *bufio.Reader, r *http.R
 		gc.exempt = append(gc.exempt, re.tlsUp.addr(), re.plainUp.addr())
 		gc.allow = append(gc.allow, "open.test")
 		gc.names["open.test"] = []string{"127.0.0.1"}
-		gc.entries = append(gc.entries, EntryRules{}, EntryRules{Transform: gc.entries[0].Transform, AllowPlaintext: true})
+		gc.entries = append(gc.entries, config.Entry{}, config.Entry{Transform: gc.entries[0].Transform, AllowPlaintext: true})
 	})
 	re.upstream = re.tlsUp.port()
 	return &re

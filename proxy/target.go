@@ -66,19 +66,5 @@ func parsePort(s string) (uint16, bool) {
 	return uint16(n), true
 }
 
-// judge decides a parsed target against the policy: the allowlist first (a
-// name the allowlist denies is never resolved), then names that are loopback
-// by definition.
-func judge(p *Policy, t target) (allowlist.Verdict, *denial) {
-	v := p.Allowlist.Decide(t.host)
-	if !v.Allowed {
-		return v, deny(CodeAllowlist, http.StatusForbidden, t.host, "%s is not on the allowlist", t.host)
-	}
-	if !t.ip.IsValid() && allowlist.IsLocalhostName(t.host) {
-		return v, deny(CodeAddressPolicy, http.StatusForbidden, t.host, "%s names the loopback interface", t.host)
-	}
-	return v, nil
-}
-
 // clientAddr is the client's address for the decision line.
 func clientAddr(r *http.Request) string { return r.RemoteAddr }

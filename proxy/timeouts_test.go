@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/config"
 )
 
 // The timeouts of these tests: a short response-header timeout that the
@@ -111,8 +113,8 @@ func TestResponseHeaderTimeoutFromReload(t *testing.T) {
 		names:  map[string][]string{"quick.test": {"127.0.0.1"}, "patient.test": {"127.0.0.1"}},
 	})
 	p := *gw.srv.Policy()
-	p.Timeouts = Timeouts{ResponseHeader: shortTimeout}
-	p.Entries = []EntryRules{{}, {ResponseHeaderTimeout: longTimeout}}
+	p.Timeouts = config.Timeouts{ResponseHeader: shortTimeout}
+	p.Entries = []config.Entry{{}, {ResponseHeaderTimeout: longTimeout}}
 	if err := gw.srv.SetPolicy(&p); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +131,7 @@ func TestResponseHeaderTimeoutPerEntryMITM(t *testing.T) {
 		gc.allow = []string{"telemetry.example.com", "llm.example.com"}
 		gc.names["llm.example.com"] = []string{"127.0.0.1"}
 		rules := compileRules(t, map[string]string{"Authorization": "Bearer ${env:CANARY}"})
-		gc.entries = []EntryRules{{Transform: rules}, {Transform: rules, ResponseHeaderTimeout: longTimeout}}
+		gc.entries = []config.Entry{{Transform: rules}, {Transform: rules, ResponseHeaderTimeout: longTimeout}}
 		gc.timeouts = Timeouts{ResponseHeader: shortTimeout}
 	})
 	checkSlowAnswers(t, env.client(t), up, env.url("llm.example.com", "/patient"), env.url("telemetry.example.com", "/quick"))
@@ -146,7 +148,7 @@ func TestTunnelIdleFromReload(t *testing.T) {
 		names:  map[string][]string{"example.com": {"127.0.0.1"}},
 	})
 	p := *gw.srv.Policy()
-	p.Timeouts = Timeouts{TunnelIdle: shortTimeout}
+	p.Timeouts = config.Timeouts{TunnelIdle: shortTimeout}
 	if err := gw.srv.SetPolicy(&p); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +217,7 @@ func TestResponseHeaderTimeoutPerEntryTransport(t *testing.T) {
 		allow:    []string{"quick.test", "patient.test"},
 		exempt:   []string{origin.hostPort()},
 		names:    map[string][]string{"quick.test": {"127.0.0.1"}, "patient.test": {"127.0.0.1"}},
-		entries:  []EntryRules{{}, {ResponseHeaderTimeout: longTimeout}},
+		entries:  []config.Entry{{}, {ResponseHeaderTimeout: longTimeout}},
 		timeouts: Timeouts{ResponseHeader: shortTimeout},
 	})
 	c := gw.client(t, nil)
@@ -259,7 +261,7 @@ func TestTLSHandshakeTimeoutFromReload(t *testing.T) {
 		gc.exempt = append(gc.exempt, silent.Addr().String())
 	})
 	p := *env.gw.srv.Policy()
-	p.Timeouts = Timeouts{TLSHandshake: shortTimeout}
+	p.Timeouts = config.Timeouts{TLSHandshake: shortTimeout}
 	if err := env.gw.srv.SetPolicy(&p); err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func (s *Server) ServeTransparent(ln net.Listener) error {
 }
 
 func (s *Server) serveTransparentConn(c net.Conn) {
-	d := newDecision(c.RemoteAddr().String(), modeTunnel)
+	d := newDecision(&s.sink, c.RemoteAddr().String(), modeTunnel)
 	d.transparent = true
 	ss := s.newSession(c, d)
 
@@ -155,15 +155,13 @@ func (s *Server) denyOverTLS(c net.Conn, helloBytes []byte, t target, den *denia
 // absolute-form request in explicit mode.
 func (s *Server) serveTransparentHTTP(ss *session, first []byte, orig netip.AddrPort) {
 	fc := newFramingConn(s.watch(&replayConn{Conn: ss.client, replay: first}, ss.d), s.maxHdr)
-	logged := false
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		logged = true
+		// The connection became requests: each has its own line.
+		ss.d.handOff()
 		if den := fc.refusalFor(r); den != nil {
-			d := newDecision(ss.d.client, modeHTTP)
+			d := newDecision(&s.sink, ss.d.client, modeHTTP)
 			d.transparent = true
-			d.refuse(den)
-			den.write(w)
-			d.log(&s.sink)
+			d.answer(w, den)
 			return
 		}
 		host := r.Host
@@ -177,9 +175,6 @@ func (s *Server) serveTransparentHTTP(ss *session, first []byte, orig netip.Addr
 		s.forwarder.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), transparentKey{}, true)))
 	})
 	s.serveHTTPConn(fc, handler)
-	if logged {
-		ss.d.once.Do(func() {}) // every request had its own line
-	}
 	ss.end()
 }
 

@@ -40,8 +40,8 @@ func runCheck(_ context.Context, args []string, _ io.Reader, stdout, stderr io.W
 			label = ""
 		}
 		kind := e.Kind.String()
-		if e.Index < len(cfg.Entries) && cfg.Entries[e.Index].ResponseHeaderTimeout > 0 {
-			kind += ", response_header " + cfg.Entries[e.Index].ResponseHeaderTimeout.String()
+		if entry := cfg.EntryOf(e); entry != nil && entry.ResponseHeaderTimeout > 0 {
+			kind += ", response_header " + entry.ResponseHeaderTimeout.String()
 		}
 		fmt.Fprintf(stdout, "  %-14s %s (%s)\n", label, e.Domain, kind)
 	}

@@ -85,15 +85,15 @@ func newConfigView(c *config.Config, generation uint64, pending []string) config
 	}
 	for _, e := range c.Allowlist.Entries() {
 		ev := entryView{Domain: e.Domain, Kind: e.Kind.String()}
-		if e.Index < len(c.Entries) {
-			if rules := c.Entries[e.Index].Transform; rules != nil {
+		if entry := c.EntryOf(e); entry != nil {
+			if rules := entry.Transform; rules != nil {
 				ev.Transform = rules.References()
 			}
-			ev.AllowPlaintext = c.Entries[e.Index].AllowPlaintext
-			if d := c.Entries[e.Index].ResponseHeaderTimeout; d > 0 {
+			ev.AllowPlaintext = entry.AllowPlaintext
+			if d := entry.ResponseHeaderTimeout; d > 0 {
 				ev.Timeouts = map[string]string{"response_header": d.String()}
 			}
-			for _, p := range c.Entries[e.Index].Addresses {
+			for _, p := range entry.Addresses {
 				ev.Addresses = append(ev.Addresses, p.String())
 			}
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/hookhttp"
 	"github.com/hookgate/hookgate/hooks"
 	"github.com/hookgate/hookgate/proxy"
@@ -100,7 +101,7 @@ func startHookGateway(t testing.TB, answer string) *hookGateway {
 	roots := x509.NewCertPool()
 	roots.AddCert(receiver.Certificate())
 	srv, err := proxy.New(proxy.Options{
-		Policy:        &proxy.Policy{Allowlist: al, Addrs: addrs, Entries: []proxy.EntryRules{{Transform: rules}}},
+		Policy:        &config.Policy{Allowlist: al, Addrs: addrs, Entries: []config.Entry{{Transform: rules}}},
 		Resolver:      fixedResolver(netip.MustParseAddr("127.0.0.1")),
 		UpstreamRoots: roots,
 		Logger:        zerolog.New(hg.logs),

@@ -15,14 +15,13 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/ca"
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/dnsserver"
 	"github.com/hookgate/hookgate/internal/admin"
 	"github.com/hookgate/hookgate/internal/metrics"
 	"github.com/hookgate/hookgate/internal/resolve"
 	"github.com/hookgate/hookgate/proxy"
-	"github.com/hookgate/hookgate/sandbox/dnsserver"
 )
 
 // recentDecisions is how many decisions the admin API keeps for
@@ -65,7 +64,6 @@ type gateway struct {
 	// pending names the settings of the last file loaded that differ from
 	// the values in force and wait for a restart.
 	pending    atomic.Pointer[[]string]
-	dnsPolicy  atomic.Pointer[dnsserver.Policy]
 	generation atomic.Uint64
 	ready      atomic.Bool
 
@@ -126,9 +124,9 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	if err != nil {
 		return nil, err
 	}
-	g.dnsPolicy.Store(g.dnsServerPolicy(cfg, p))
 	g.dns = dnsserver.New(dnsserver.Options{
-		Policy:     g.dnsPolicy.Load,
+		// The proxy's policy: one generation for both servers.
+		Policy:     g.proxy.Policy,
 		Resolver:   resolver,
 		Logger:     logger,
 		OnDecision: g.dnsDecision,
@@ -141,49 +139,10 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	return g, nil
 }
 
-// policy builds the proxy's policy from a config.
-func (g *gateway) policy(cfg *config.Config) (*proxy.Policy, error) {
-	own := g.own
-	if cfg.DNSDenied == config.DNSDeniedSinkhole {
-		// Never dialled, whatever allow_cidrs says: a connection to them
-		// that names no host is refused like one to the gateway itself.
-		own = append(slices.Clip(own), g.opts.sinkhole...)
-	}
-	addrs, err := allowlist.NewAddrPolicy(allowlist.AddrPolicyOptions{
-		AllowCIDRs: cfg.AllowCIDRs,
-		Own:        own,
-		Exempt:     g.opts.exempt,
-	})
-	if err != nil {
-		return nil, err
-	}
-	entries := make([]proxy.EntryRules, len(cfg.Entries))
-	for i, e := range cfg.Entries {
-		entries[i] = proxy.EntryRules{Transform: e.Transform, AllowPlaintext: e.AllowPlaintext, ResponseHeaderTimeout: e.ResponseHeaderTimeout, Addresses: e.Addresses}
-	}
-	return &proxy.Policy{Allowlist: cfg.Allowlist, Addrs: addrs, Entries: entries, Timeouts: proxyTimeouts(cfg.Timeouts)}, nil
-}
-
-// dnsServerPolicy is the DNS server's policy for a config and the proxy's
-// policy built from it.
-func (g *gateway) dnsServerPolicy(cfg *config.Config, p *proxy.Policy) *dnsserver.Policy {
-	dp := &dnsserver.Policy{Allowlist: p.Allowlist, Addrs: p.Addrs}
-	if cfg.DNSDenied == config.DNSDeniedSinkhole {
-		dp.Sinkhole = g.opts.sinkhole
-	}
-	return dp
-}
-
-// proxyTimeouts are the config's timeouts for the proxy's policy, so that
-// a reload applies them to new requests and tunnels.
-func proxyTimeouts(t config.Timeouts) proxy.Timeouts {
-	return proxy.Timeouts{
-		Resolve:        t.Resolve,
-		Dial:           t.Dial,
-		TLSHandshake:   t.TLSHandshake,
-		ResponseHeader: t.ResponseHeader,
-		TunnelIdle:     t.TunnelIdle,
-	}
+// policy compiles the policy of a config on this host: the gateway's own
+// addresses, the exempt upstreams and the sinkhole addresses.
+func (g *gateway) policy(cfg *config.Config) (*config.Policy, error) {
+	return cfg.Policy(config.PolicyOptions{Own: g.own, Exempt: g.opts.exempt, Sinkhole: g.opts.sinkhole})
 }
 
 // reload builds and validates the whole new config, then swaps it in:
@@ -232,14 +191,13 @@ func (g *gateway) swap() (uint64, error) {
 	if err := g.proxy.SetPolicy(p); err != nil {
 		return 0, fmt.Errorf("%s: %w (the CA is read at start: restart to add one)", cfg.File, err)
 	}
-	g.dnsPolicy.Store(g.dnsServerPolicy(cfg, p))
 	g.cfg.Store(cfg)
 	g.pending.Store(&pending)
 	if g.leaves != nil {
 		// Leaves of hosts that no longer get credentials are dropped.
 		g.leaves.Retain(func(host string) bool {
-			v := p.Allowlist.Decide(host)
-			return v.Allowed && v.Entry.Index < len(p.Entries) && p.Entries[v.Entry.Index].Transform != nil
+			v := p.Decide(host)
+			return v.Allowed && v.Entry.Transform != nil
 		})
 	}
 	return g.generation.Add(1), nil

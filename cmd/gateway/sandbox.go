@@ -18,9 +18,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/dnsserver"
 	"github.com/hookgate/hookgate/proxy"
 	"github.com/hookgate/hookgate/sandbox"
-	"github.com/hookgate/hookgate/sandbox/dnsserver"
 	"github.com/hookgate/hookgate/sandbox/netns"
 	"github.com/hookgate/hookgate/transform"
 )

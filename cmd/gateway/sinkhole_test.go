@@ -33,7 +33,7 @@ func TestSinkholePolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := g.dnsPolicy.Load().Sinkhole; c.on != slices.Equal(got, sink) || !c.on && got != nil {
+		if got := g.proxy.Policy().Sinkhole; c.on != slices.Equal(got, sink) || !c.on && got != nil {
 			t.Errorf("%q: DNS sinkhole %v", c.yaml, got)
 		}
 		for _, a := range sink {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/config"
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
 )
@@ -176,7 +177,7 @@ func TestCacheFollowsPolicySwap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.pol.Store(&Policy{Allowlist: old.Allowlist, Addrs: ap})
+	e.pol.Store(&config.Policy{Allowlist: old.Allowlist, Addrs: ap})
 	r = e.query(t, "udp", "mixed.test.", dns.TypeA)
 	d = <-e.decisions
 	if got := answerAddrs(r); !slices.Equal(got, []string{"203.0.113.5", "10.1.2.3"}) || !d.Cached {
@@ -244,7 +245,7 @@ func TestUpstreamTimeoutIsNotCached(t *testing.T) {
 
 func TestUpstreamError(t *testing.T) {
 	s := New(Options{
-		Policy:   func() *Policy { return mustPolicy(t, "allowed.test") },
+		Policy:   func() *config.Policy { return mustPolicy(t, "allowed.test") },
 		Resolver: errResolver{errors.New("connection refused")},
 	})
 	defer s.Shutdown(context.Background())
@@ -293,7 +294,7 @@ func TestConcurrentMissesShareALookup(t *testing.T) {
 func TestShutdownDuringLookup(t *testing.T) {
 	res := newFakeResolver()
 	res.hang["hang.test."] = true
-	s := New(Options{Policy: func() *Policy { return mustPolicy(t, "hang.test") }, Resolver: res, Timeout: time.Minute})
+	s := New(Options{Policy: func() *config.Policy { return mustPolicy(t, "hang.test") }, Resolver: res, Timeout: time.Minute})
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +364,7 @@ func TestServeDNSDirect(t *testing.T) {
 	seed(res)
 	var decisions []Decision
 	s := New(Options{
-		Policy:     func() *Policy { return mustPolicy(t, testDomains...) },
+		Policy:     func() *config.Policy { return mustPolicy(t, testDomains...) },
 		Resolver:   res,
 		Logger:     zerolog.Nop(),
 		OnDecision: func(d Decision) { decisions = append(decisions, d) },
@@ -455,5 +456,34 @@ func TestCacheLRU(t *testing.T) {
 	}
 	if n := c.len(); n != 1 {
 		t.Errorf("len %d after expiry, want 1", n)
+	}
+}
+
+// TestPinnedEntry: an entry's addresses bind the DNS server's answers as
+// they bind the proxy's dials (one judging function): an answer outside
+// them is refused, one inside is answered.
+func TestPinnedEntry(t *testing.T) {
+	e := startEnv(t, Options{}, "pinned.test", "inside.test", "free.test")
+	pins := []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
+	p := *e.pol.Load()
+	p.Entries = []config.Entry{{Addresses: pins}, {Addresses: pins}}
+	e.pol.Store(&p)
+	e.res.set("pinned.test.", "198.51.100.9")
+	e.res.set("inside.test.", "203.0.113.4")
+	e.res.set("free.test.", "198.51.100.9")
+
+	r := e.query(t, "udp", "pinned.test.", dns.TypeA)
+	d := <-e.decisions
+	if r.Rcode != dns.RcodeRefused || len(r.Answer) != 0 || d.Reason != ReasonAddressPolicy+": address 198.51.100.9 is outside the addresses the allowlist entry allows" {
+		t.Errorf("outside its pins: rcode %s, answer %v, reason %q; want REFUSED for the pin", dns.RcodeToString[r.Rcode], answerAddrs(r), d.Reason)
+	}
+	r = e.query(t, "udp", "free.test.", dns.TypeA)
+	if d := <-e.decisions; r.Rcode != dns.RcodeSuccess || !slices.Equal(answerAddrs(r), []string{"198.51.100.9"}) {
+		t.Errorf("an entry without pins: rcode %s, answer %v (%q)", dns.RcodeToString[r.Rcode], answerAddrs(r), d.Reason)
+	}
+
+	r = e.query(t, "udp", "inside.test.", dns.TypeA)
+	if d := <-e.decisions; r.Rcode != dns.RcodeSuccess || !slices.Equal(answerAddrs(r), []string{"203.0.113.4"}) {
+		t.Errorf("inside its pins: rcode %s, answer %v (%q)", dns.RcodeToString[r.Rcode], answerAddrs(r), d.Reason)
 	}
 }

@@ -9,13 +9,15 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
+
+	"github.com/hookgate/hookgate/config"
 )
 
 func benchServer(b *testing.B, log zerolog.Logger) *Server {
 	res := newFakeResolver()
 	seed(res)
 	p := mustPolicy(b, testDomains...)
-	s := New(Options{Policy: func() *Policy { return p }, Resolver: res, Logger: log})
+	s := New(Options{Policy: func() *config.Policy { return p }, Resolver: res, Logger: log})
 	b.Cleanup(func() { s.Shutdown(context.Background()) })
 	return s
 }

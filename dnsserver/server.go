@@ -13,35 +13,30 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/internal/resolve"
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
 )
 
-var _ dns.Handler = (*Server)(nil)
-
-// Policy is one generation of rules. The gateway builds a new one on reload
-// and swaps it; the server reads it once per query. A nil Policy, or a nil
-// Allowlist in it, allows no name; a nil Addrs blocks every non-public
-// address.
-type Policy struct {
-	Allowlist *allowlist.Policy
-	Addrs     *allowlist.AddrPolicy
-	// Sinkhole, if not empty, changes how a denied name is answered: A
-	// and AAAA get the sinkhole address of their family (NODATA when there
-	// is none), HTTPS and SVCB get NODATA, instead of REFUSED. The
-	// addresses must lead to the gateway's transparent listener, which
-	// judges the connection by its SNI or Host like any other and answers
-	// the readable 403; see the package documentation.
-	Sinkhole []netip.Addr
-}
+var (
+	_ resolve.Resolver = (*net.Resolver)(nil)
+	_ dns.Handler      = (*Server)(nil)
+)
 
 // Options configures a Server.
 type Options struct {
-	// Policy returns the current policy; it is called once per query and
-	// must be safe for concurrent use (an atomic.Pointer's Load). If nil,
-	// every name is refused.
-	Policy func() *Policy
+	// Policy returns the current policy (the gateway's one generation,
+	// which the proxy reads too); it is called once per query and must be
+	// safe for concurrent use (an atomic.Pointer's Load). If nil, or if it
+	// returns nil, every name is refused. Its Sinkhole, if not empty,
+	// changes how a denied name is answered: A and AAAA get the sinkhole
+	// address of their family (NODATA when there is none), HTTPS and SVCB
+	// get NODATA, instead of REFUSED. The addresses must lead to the
+	// gateway's transparent listener, which judges the connection by its
+	// SNI or Host like any other and answers the readable 403; see the
+	// package documentation.
+	Policy func() *config.Policy
 	// Resolver does the upstream lookups. If nil, net.DefaultResolver.
 	Resolver resolve.Resolver
 	// Logger receives one decision line per answer. The zero Logger
@@ -159,7 +154,7 @@ type Decision struct {
 // Server answers the sandbox's DNS queries. Create it with New; it is safe
 // for concurrent use.
 type Server struct {
-	policy     func() *Policy
+	policy     func() *config.Policy
 	resolver   resolve.Resolver
 	log        zerolog.Logger
 	ttl        time.Duration
@@ -202,7 +197,7 @@ func New(o Options) *Server {
 		flights:    make(map[cacheKey]*flight),
 	}
 	if s.policy == nil {
-		s.policy = func() *Policy { return nil }
+		s.policy = func() *config.Policy { return nil }
 	}
 	if s.resolver == nil {
 		s.resolver = net.DefaultResolver
@@ -388,7 +383,8 @@ func (s *Server) decide(r *dns.Msg, d *Decision) (rcode int, ttl uint32) {
 		return fail(d, VerdictRefused, ReasonLocalhost, dns.RcodeRefused)
 	}
 	p := s.policy()
-	if p == nil || !p.Allowlist.Decide(name).Allowed {
+	v := p.Decide(name)
+	if !v.Allowed {
 		return denied(d, p, q.Qtype, ReasonAllowlist)
 	}
 	switch q.Qtype {
@@ -425,13 +421,12 @@ func (s *Server) decide(r *dns.Msg, d *Decision) (rcode int, ttl uint32) {
 		return succeed(d, ReasonNoData, exp)
 	}
 	d.Addrs = res.addrs
-	for _, a := range res.addrs {
-		if _, err := p.Addrs.Check(netip.AddrPortFrom(a, 0)); err != nil {
-			// One blocked address refuses the answer: handing out the
-			// others would still tell the sandbox the name exists, but the
-			// blocked one must never reach it.
-			return denied(d, p, q.Qtype, ReasonAddressPolicy+": "+err.Error())
-		}
+	// One refused address refuses the answer: handing out the others
+	// would still tell the sandbox the name exists, but the refused one
+	// must never reach it. The proxy judges the same way (the same
+	// function) before it dials.
+	if err := p.CheckAddrs(v.Entry, name, 0, res.addrs); err != nil {
+		return denied(d, p, q.Qtype, addressReason(err))
 	}
 	if len(res.addrs) == 0 {
 		return succeed(d, ReasonNoData, exp)
@@ -443,7 +438,7 @@ func (s *Server) decide(r *dns.Msg, d *Decision) (rcode int, ttl uint32) {
 // sinkhole addresses when it has them. Only A, AAAA (the address of the
 // family, or NODATA), HTTPS and SVCB (NODATA, so that clients go on to
 // A/AAAA at once) are sinkholed; every other type stays REFUSED.
-func denied(d *Decision, p *Policy, qtype uint16, reason string) (int, uint32) {
+func denied(d *Decision, p *config.Policy, qtype uint16, reason string) (int, uint32) {
 	if p == nil || len(p.Sinkhole) == 0 {
 		return fail(d, VerdictRefused, reason, dns.RcodeRefused)
 	}
@@ -464,6 +459,23 @@ func denied(d *Decision, p *Policy, qtype uint16, reason string) (int, uint32) {
 	}
 	d.Verdict, d.Reason = VerdictSinkhole, reason
 	return dns.RcodeSuccess, sinkholeTTL
+}
+
+// addressReason is the reason of an answer refused for one of its
+// addresses (config.Policy.CheckAddrs's error): the address and its class,
+// or that it is outside the entry's pinned ranges.
+func addressReason(err error) string {
+	var (
+		blocked *allowlist.BlockedError
+		pinned  *config.PinnedError
+	)
+	switch {
+	case errors.As(err, &blocked):
+		return fmt.Sprintf("%s: address %s is %s", ReasonAddressPolicy, blocked.Addr, blocked.Class)
+	case errors.As(err, &pinned):
+		return fmt.Sprintf("%s: address %s is outside the addresses the allowlist entry allows", ReasonAddressPolicy, pinned.Addr)
+	}
+	return ReasonAddressPolicy
 }
 
 func fail(d *Decision, verdict, reason string, rcode int) (int, uint32) {

@@ -17,10 +17,12 @@
 //     Nothing of a refused name is ever sent upstream.
 //   - A and AAAA are looked up upstream (LookupNetIP with "ip4"/"ip6" on the
 //     rooted name, so the gateway host's search domains never apply) and
-//     answered only if EVERY address handed out passes the current
-//     [allowlist.AddrPolicy]; one blocked address refuses the whole answer,
-//     with a reason naming the address and its class (DNS rebinding cannot
-//     hand the sandbox an internal address). Addresses are judged with port
+//     answered only if EVERY address handed out passes the current policy
+//     ([config.Policy.CheckAddrs], the function the proxy judges with: the
+//     address policy, then the ranges the matched entry pins, if any); one
+//     refused address refuses the whole answer, with a reason naming the
+//     address and its class or the pin (DNS rebinding cannot hand the
+//     sandbox an internal address). Addresses are judged with port
 //     0: AddrPolicy exemptions are exact address+port pairs for test
 //     upstreams and can never have port 0, so they open nothing through DNS.
 //   - HTTPS and SVCB for an allowed name get NOERROR with no answer
@@ -40,7 +42,7 @@
 // Upstream failures and timeouts ([Options.Timeout]) are SERVFAIL.
 //
 // Sinkhole: REFUSED makes every tool say "could not resolve host", and an
-// agent concludes the network is broken. A policy with [Policy.Sinkhole]
+// agent concludes the network is broken. A policy with [config.Policy.Sinkhole]
 // addresses answers the names it denies (by the allowlist, or by the
 // address policy) with them instead: A and AAAA get the sinkhole address of
 // their family (NODATA when there is none), HTTPS and SVCB get NODATA, with

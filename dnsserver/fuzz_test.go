@@ -8,6 +8,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
+
+	"github.com/hookgate/hookgate/config"
 )
 
 // policyResolver fails the fuzz run if asked about a name the allowlist
@@ -15,7 +17,7 @@ import (
 // public or a blocked address depending on the name.
 type policyResolver struct {
 	t *testing.T
-	p *Policy
+	p *config.Policy
 }
 
 func (r policyResolver) LookupNetIP(_ context.Context, network, host string) ([]netip.Addr, error) {
@@ -55,7 +57,7 @@ func FuzzServeDNS(f *testing.F) {
 		}
 		p := mustPolicy(t, "allowed.test", "*.example.com", "localhost")
 		s := New(Options{
-			Policy:   func() *Policy { return p },
+			Policy:   func() *config.Policy { return p },
 			Resolver: policyResolver{t, p},
 			Logger:   zerolog.Nop(),
 		})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/config"
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
@@ -85,7 +86,7 @@ func (f *fakeResolver) Calls() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func mustPolicy(t testing.TB, domains ...string) *Policy {
+func mustPolicy(t testing.TB, domains ...string) *config.Policy {
 	t.Helper()
 	al, err := allowlist.New(domains)
 	if err != nil {
@@ -95,14 +96,14 @@ func mustPolicy(t testing.TB, domains ...string) *Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Policy{Allowlist: al, Addrs: ap}
+	return &config.Policy{Allowlist: al, Addrs: ap}
 }
 
 // testEnv is a server on loopback UDP and TCP with a fake upstream.
 type testEnv struct {
 	srv       *Server
 	res       *fakeResolver
-	pol       atomic.Pointer[Policy]
+	pol       atomic.Pointer[config.Policy]
 	log       *testlog.Buffer
 	udp, tcp  string
 	decisions chan Decision
