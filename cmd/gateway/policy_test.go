@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/policy"
 )
 
 const testPolicy = `rules:
@@ -343,5 +344,48 @@ limits: {shutdown_grace: 3s}
 		if strings.Contains(text, policyToken) {
 			t.Errorf("the token appears in the %s", name)
 		}
+	}
+}
+
+// The documented example (configs/policy) loads and decides as its
+// comments say.
+func TestPolicyExampleConfig(t *testing.T) {
+	p, err := policy.Load("../../configs/policy/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Approver() != "https://approvals.example.com/v1/decide" || p.ApproverTimeout() != 20*time.Second {
+		t.Errorf("approver %q %s", p.Approver(), p.ApproverTimeout())
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		want policy.Action
+	}{
+		{"code_execution", map[string]any{"code": "rm -rf /", "language": "bash"}, policy.Deny},
+		{"code_execution", map[string]any{"code": "make test", "language": "bash"}, policy.Ask},
+		{"run_command", map[string]any{"CommandLine": "dd if=/dev/zero of=/dev/sda"}, policy.Deny},
+		{"run_command", map[string]any{"CommandLine": "npm test"}, policy.Ask},
+		{"read_file", map[string]any{"path": "/workspace/src/main.go"}, policy.Allow},
+		{"read_file", map[string]any{"path": "/workspace/app/.env"}, policy.Deny},
+		{"view_file", map[string]any{"AbsolutePath": "/workspace/.env"}, policy.Deny},
+		{"view_file", map[string]any{"AbsolutePath": "/workspace/README.md"}, policy.Allow},
+		{"write_to_file", map[string]any{"TargetFile": "/workspace/../root/.ssh/authorized_keys"}, policy.Deny},
+		{"write_file", map[string]any{"path": "/workspace-evil/x"}, policy.Deny},
+		{"mcp__github__get_issue", nil, policy.Allow},
+		{"mcp__github__delete_repo", nil, policy.Deny},
+		{"search_web", map[string]any{"query": "go"}, policy.Allow},
+	} {
+		if d := p.Decide(context.Background(), policy.Input{Tool: c.tool, Args: c.args}); d.Action != c.want {
+			t.Errorf("%s %v: %s (%s), want %s", c.tool, c.args, d.Action, d.Reason, c.want)
+		}
+	}
+	hooksJSON, err := os.ReadFile("../../configs/policy/hooks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, ws := hooksEnv(t, string(hooksJSON), "")
+	if out, errOut, code := runGateway(t, "hooks", "check", "--root", root, "--workspace", ws); code != 0 || strings.Contains(out+errOut, "warning") {
+		t.Errorf("configs/policy/hooks.json: code %d\n%s%s", code, out, errOut)
 	}
 }
