@@ -508,7 +508,7 @@ func (l *loader) compile(n *yaml.Node, field, src string) predicate {
 				line++ // a block scalar starts on the line after its indicator
 			}
 			l.errs = append(l.errs, &srcpos.Error{File: l.file, Line: line, Field: field,
-				Msg:  fmt.Sprintf("CEL: %s (column %d of the expression)", e.Message, e.Location.Column()+1),
+				Msg:  fmt.Sprintf("CEL: %s (column %d of the expression)", strings.TrimSuffix(e.Message, " (in container '')"), e.Location.Column()+1),
 				Hint: "variables are tool, args and event; functions beyond CEL's: path.within(p, [roots]), path.clean(p), s.glob(pattern)"})
 		}
 		return nil

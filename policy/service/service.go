@@ -185,7 +185,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, dialect, callKey
 	}
 	s.m.decisions.WithLabelValues(dialect, string(d.Action), d.Rule.Level.String()).Inc()
 	ev.Str("dialect", dialect).Str("tool", in.Tool).EmbedObject(d).
-		Dur("duration", time.Since(start)).Msg("policy decision")
+		Float64("duration_ms", float64(time.Since(start).Microseconds())/1000).Msg("policy decision")
 	w.Header()["Content-Type"] = []string{"application/json"}
 	_, _ = w.Write(encodeAnswer(d))
 }
