@@ -173,15 +173,17 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, dialect, callKey
 	} else {
 		d = p.Decide(r.Context(), in)
 	}
+	var approver string
+	if dialect == DialectRemote && d.Action == policy.Ask {
+		d, approver = s.ask(r.Context(), p, d, body)
+	}
 	ev := s.log.Info()
 	if d.Err != nil {
 		s.m.errors.Inc()
 		ev = s.log.Warn()
 	}
-	if dialect == DialectRemote && d.Action == policy.Ask {
-		var outcome string
-		d, outcome = s.ask(r.Context(), p, d, body)
-		ev = ev.Str("approver", outcome)
+	if approver != "" {
+		ev = ev.Str("approver", approver)
 	}
 	s.m.decisions.WithLabelValues(dialect, string(d.Action), d.Rule.Level.String()).Inc()
 	ev.Str("dialect", dialect).Str("tool", in.Tool).EmbedObject(d).
