@@ -389,6 +389,10 @@ func (l *loader) target(r *rule, v *yaml.Node, field string) bool {
 	if !ok {
 		return false
 	}
+	if isNull(v) {
+		l.errf(v, field, `name a tool, a list of tools, "*" or {prefix: "mcp__server__"}`, "is empty")
+		return false
+	}
 	switch v.Kind {
 	case yaml.ScalarNode:
 		name, ok := l.str(v, field)
@@ -449,7 +453,11 @@ func (l *loader) toolList(v *yaml.Node, field, prefix string, into *[]string) bo
 		return false
 	}
 	if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
-		l.errf(v, field, "write [name, other_name]", "must be a non-empty list of tool names, not %s", describe(v))
+		what := describe(v)
+		if v.Kind == yaml.SequenceNode {
+			what = "an empty list"
+		}
+		l.errf(v, field, "write [name, other_name]", "must be a non-empty list of tool names, not %s", what)
 		return false
 	}
 	good := true

@@ -321,6 +321,8 @@ func TestLoadErrors(t *testing.T) {
 		{"rules: []\n---\nrules: []\n", "policy.yaml:2: more than one YAML document"},
 		{"rules: deny\n", `policy.yaml:1: rules: must be a list, not the string "deny"`},
 		{"rules:\n  - deny\n", "policy.yaml:2: rules[0]: a rule must be a mapping"},
+		{"rules:\n  - deny:\n", "policy.yaml:2: rules[0].deny: is empty (hint: name a tool"},
+		{"rules:\n  - deny: {prefix: p, tools: []}\n", "rules[0].deny.tools: must be a non-empty list of tool names, not an empty list"},
 	}
 	for _, c := range cases {
 		_, err := Parse("policy.yaml", []byte(c.src))
