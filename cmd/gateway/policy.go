@@ -239,7 +239,7 @@ func runPolicyServe(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
-	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: stdlog.New(log, "", 0)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
