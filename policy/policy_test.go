@@ -310,6 +310,7 @@ func TestLoadErrors(t *testing.T) {
 		{"rules:\n  - deny: x\n    when: tool + \"a\"\n", "rules[0].when: must give true or false, but gives string"},
 		{"rules:\n  - deny: x\n    reason: on\n", "rules[0].reason: on is a boolean to some YAML readers"},
 		{"presets: [nope]\n", `policy.yaml:1: presets[0]: unknown preset "nope" (hint: known presets: confirm_run_command, safe_defaults, workspace_only, deny_all, allow_all)`},
+		{"presets: [safe_default]\n", `presets[0]: unknown preset "safe_default" (hint: did you mean safe_defaults? known presets:`},
 		{"presets: [workspace_only]\n", "presets[0]: workspace_only needs the paths it allows"},
 		{"presets:\n  - workspace_only: {paths: [relative]}\n", `presets[0].workspace_only.paths[0]: "relative" is not an absolute directory below /`},
 		{"presets:\n  - deny_all: {x: 1}\n", "presets[0].deny_all: takes no options"},

@@ -74,7 +74,14 @@ func (l *loader) preset(n *yaml.Node, field string) {
 	}
 	known := presetNames()
 	if !slices.Contains(known, name) {
-		l.errf(n, field, "known presets: "+strings.Join(known, ", "), "unknown preset %q", name)
+		hint := "known presets: " + strings.Join(known, ", ")
+		for _, k := range known {
+			if len(name) >= 4 && (strings.HasPrefix(k, name) || strings.HasPrefix(name, k)) {
+				hint = fmt.Sprintf("did you mean %s? %s", k, hint)
+				break
+			}
+		}
+		l.errf(n, field, hint, "unknown preset %q", name)
 		return
 	}
 	src := Rule{File: l.file, Line: n.Line, Source: field + " " + name}
