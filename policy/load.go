@@ -526,6 +526,12 @@ func (l *loader) compile(n *yaml.Node, field, src string) predicate {
 		l.errf(n, field, "compare it, e.g. args.Overwrite == true", "must give true or false, but gives %s", out)
 		return nil
 	}
+	if problems := checkLiterals(ast); len(problems) > 0 {
+		for _, p := range problems {
+			l.errf(n, field, "", "%s", p)
+		}
+		return nil
+	}
 	prg, err := l.env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(MaxCost))
 	if err != nil {
 		l.errf(n, field, "", "CEL: %v", err)

@@ -80,7 +80,7 @@ func TestCELFunctions(t *testing.T) {
   - allow: clean
     when: path.clean(args.p) == "/etc"
   - allow: bad_glob
-    when: args.p.glob("[")
+    when: args.p.glob(args.pattern)
   - deny: "*"
 `)
 	cases := []struct {
@@ -94,7 +94,7 @@ func TestCELFunctions(t *testing.T) {
 		{"write_to_file", map[string]any{"TargetFile": "/workspace/src/a.go"}, Allow},
 		{"write_to_file", map[string]any{"TargetFile": "/workspace/.git/config"}, Deny},
 		{"clean", map[string]any{"p": "/a/../etc/"}, Allow},
-		{"bad_glob", map[string]any{"p": "x"}, Deny},
+		{"bad_glob", map[string]any{"p": "x", "pattern": "["}, Deny},
 	}
 	for _, c := range cases {
 		d := decide(p, c.tool, c.args)
@@ -102,7 +102,7 @@ func TestCELFunctions(t *testing.T) {
 			t.Errorf("%s %v: got %s %q", c.tool, c.args, d.Action, d.Reason)
 		}
 	}
-	if d := decide(p, "bad_glob", map[string]any{"p": "x"}); d.Err == nil || !strings.Contains(d.Reason, "glob") {
+	if d := decide(p, "bad_glob", map[string]any{"p": "x", "pattern": "["}); d.Err == nil || !strings.Contains(d.Reason, "glob") {
 		t.Errorf("a bad glob is a fail-closed error: %+v", d)
 	}
 }
