@@ -247,7 +247,15 @@ func (r *rule) reasonFor(tool string) string {
 	return fmt.Sprintf("%s %s by the policy rule at %s (%s)", quoteTool(tool), verb, r.ref.Pos(), r.ref.Level)
 }
 
-func quoteTool(t string) string { return fmt.Sprintf("%q", t) }
+// quoteTool quotes a tool name for a reason, cut to a sane length: the
+// name comes from the caller.
+func quoteTool(t string) string {
+	const maxShown = 128
+	if len(t) > maxShown {
+		return fmt.Sprintf("%q...", t[:maxShown])
+	}
+	return fmt.Sprintf("%q", t)
+}
 
 func byLevelThenOrder(a, b *rule) int {
 	if a.ref.Level != b.ref.Level {

@@ -129,6 +129,18 @@ func TestNineLevels(t *testing.T) {
 	}
 }
 
+func TestLongToolNameIsCutInReasons(t *testing.T) {
+	p := mustParse(t, "presets: [deny_all]\ndefault: deny\nrules:\n  - deny: x\n")
+	long := strings.Repeat("a", 10000)
+	if d := decide(p, long, nil); d.Action != Deny || len(d.Reason) > 300 {
+		t.Fatalf("%s, reason of %d bytes", d.Action, len(d.Reason))
+	}
+	p = mustParse(t, "default: deny\nrules:\n  - allow: x\n")
+	if d := decide(p, long, nil); d.Action != Deny || len(d.Reason) > 300 {
+		t.Fatalf("%s, reason of %d bytes", d.Action, len(d.Reason))
+	}
+}
+
 func TestFileOrderWithinLevel(t *testing.T) {
 	p := mustParse(t, `rules:
   - deny: t

@@ -186,10 +186,19 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, dialect, callKey
 		ev = ev.Str("approver", approver)
 	}
 	s.m.decisions.WithLabelValues(dialect, string(d.Action), d.Rule.Level.String()).Inc()
-	ev.Str("dialect", dialect).Str("tool", in.Tool).EmbedObject(d).
+	ev.Str("dialect", dialect).Str("tool", shorten(in.Tool)).EmbedObject(d).
 		Float64("duration_ms", float64(time.Since(start).Microseconds())/1000).Msg("policy decision")
 	w.Header()["Content-Type"] = []string{"application/json"}
 	_, _ = w.Write(encodeAnswer(d))
+}
+
+// shorten cuts a caller-supplied name for the log.
+func shorten(s string) string {
+	const maxLogged = 256
+	if len(s) > maxLogged {
+		return s[:maxLogged] + "..."
+	}
+	return s
 }
 
 // encodeAnswer is the decision JSON, one line.
