@@ -69,6 +69,7 @@ func commands() map[string]command {
 		"version": {"print the version", runVersion},
 		"ca":      {"create the gateway's CA, print its certificate", runCA},
 		"hooks":   {"run and check tool-execution hooks (hooks.json)", runHooks},
+		"policy":  {"check, test and serve a declarative tool policy (policy.yaml)", runPolicy},
 		"sandbox": {"run a command in a network namespace whose only way out is the gateway", runSandbox},
 	}
 }
