@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/internal/testlog"
 	"github.com/hookgate/hookgate/policy"
 )
 
@@ -132,12 +133,12 @@ func TestPolicyTestCommand(t *testing.T) {
 // servedPolicy is `gateway policy serve` running in-process.
 type servedPolicy struct {
 	addr string
-	logs *syncBuffer
+	logs *testlog.Buffer
 }
 
 func servePolicyInProcess(t *testing.T, args ...string) *servedPolicy {
 	t.Helper()
-	sp := &servedPolicy{logs: &syncBuffer{}}
+	sp := &servedPolicy{logs: &testlog.Buffer{}}
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
