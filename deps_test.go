@@ -154,22 +154,26 @@ func TestPolicyPackagesArePure(t *testing.T) {
 	}
 }
 
-// The hook runtime and its HTTP client never reach the proxy: an agent
-// runtime can embed them without the gateway. The admin API reaches the
-// gateway only through the funcs it is given.
+// The hook runtime, its HTTP client and the tool policy never reach the
+// proxy: an agent runtime can embed them without the gateway. The policy
+// decides with no HTTP stack of ours (its service adds one). The admin API
+// reaches the gateway only through the funcs it is given.
 func TestSideDependencies(t *testing.T) {
 	allowed := map[string][]string{
 		// hooks: itself and its subpackages, its HTTP client, the file:line
 		// error and the trust-store helper.
 		"hooks":          {"hooks", "hookhttp", "internal/srcpos", "internal/roots"},
 		"hookhttp":       {"hookhttp", "internal/roots"},
+		"policy":         {"policy", "internal/srcpos", "internal/yamldoc"},
+		"policy/service": {"policy", "hookhttp", "internal/srcpos", "internal/yamldoc", "internal/roots"},
 		"internal/admin": {"internal/admin"},
 	}
 	for _, p := range packages(t) {
 		var want []string
+		longest := ""
 		for dir, ok := range allowed {
-			if under(p.rel(), dir) {
-				want = ok
+			if under(p.rel(), dir) && len(dir) > len(longest) {
+				want, longest = ok, dir
 			}
 		}
 		if want == nil {
@@ -182,6 +186,9 @@ func TestSideDependencies(t *testing.T) {
 		}
 		if slices.Contains(p.Deps, "github.com/elazarl/goproxy") {
 			t.Errorf("%s depends on goproxy", p.rel())
+		}
+		if longest == "policy" && slices.ContainsFunc(p.Deps, func(d string) bool { return strings.HasPrefix(d, "github.com/prometheus/") }) {
+			t.Errorf("%s depends on Prometheus; only its service may", p.rel())
 		}
 	}
 }

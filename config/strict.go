@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/yamldoc"
 	"gopkg.in/yaml.v3"
 )
 
@@ -237,25 +238,7 @@ func (c *treeChecker) duration(n *yaml.Node, path string) {
 }
 
 // describe names what a node is read as, for messages.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	switch n.Tag {
-	case tagNull:
-		return "null (an empty value)"
-	case tagBool:
-		return fmt.Sprintf("the boolean %s", n.Value)
-	case tagInt, tagFloat:
-		return fmt.Sprintf("the number %s", n.Value)
-	case tagStr:
-		return fmt.Sprintf("the string %q", n.Value)
-	}
-	return fmt.Sprintf("%s (%s)", n.Value, strings.TrimPrefix(n.Tag, "!!"))
-}
+func describe(n *yaml.Node) string { return yamldoc.Describe(n) }
 
 func quoteFor(n *yaml.Node) string { return fmt.Sprintf("%q", n.Value) }
 

@@ -1,17 +1,12 @@
 package policy
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -21,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hookgate/hookgate/internal/srcpos"
+	"github.com/hookgate/hookgate/internal/yamldoc"
 )
 
 // Limits on a policy file. A real one is a few kilobytes; these stop a
@@ -91,55 +87,17 @@ func Parse(file string, data []byte) (*Policy, error) {
 	return l.p, nil
 }
 
+// parseTree reads the file as one YAML (or JSON) document; an empty one is
+// refused rather than read as allow-all.
 func parseTree(file string, data []byte) (*yaml.Node, srcpos.Errors) {
-	if strings.EqualFold(filepath.Ext(file), ".json") || looksLikeJSON(data) {
-		if errs := jsonSyntax(file, data); errs != nil {
-			return nil, errs
-		}
+	root, errs := yamldoc.Parse(file, data)
+	if errs != nil {
+		return nil, errs
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var root yaml.Node
-	if err := dec.Decode(&root); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, srcpos.Errors{{File: file, Msg: "the file is empty", Hint: "write rules: and/or presets:; an empty policy is refused rather than read as allow-all"}}
-		}
-		return nil, yamlError(file, err)
+	if root.Kind == 0 {
+		return nil, srcpos.Errors{{File: file, Msg: "the file is empty", Hint: "write rules: and/or presets:; an empty policy is refused rather than read as allow-all"}}
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, srcpos.Errors{{File: file, Line: extra.Line, Msg: "more than one YAML document", Hint: "a policy file holds exactly one; remove the ---"}}
-	}
-	return &root, nil
-}
-
-func looksLikeJSON(data []byte) bool {
-	t := bytes.TrimSpace(data)
-	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
-}
-
-func jsonSyntax(file string, data []byte) srcpos.Errors {
-	var v any
-	err := json.Unmarshal(data, &v)
-	var se *json.SyntaxError
-	if !errors.As(err, &se) {
-		return nil
-	}
-	off := min(max(int(se.Offset)-1, 0), len(data))
-	return srcpos.Errors{{File: file, Line: 1 + bytes.Count(data[:off], []byte("\n")), Msg: "JSON syntax error: " + se.Error()}}
-}
-
-func yamlError(file string, err error) srcpos.Errors {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	e := &srcpos.Error{File: file, Msg: "YAML syntax error: " + msg}
-	yamlLine := regexp.MustCompile(`^line (\d+): (.*)$`)
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		e.Line, _ = strconv.Atoi(m[1])
-		e.Msg = "YAML syntax error: " + m[2]
-		if strings.Contains(m[2], "tab character") || strings.Contains(m[2], "cannot start any token") {
-			e.Hint = "YAML indents with spaces only; replace tabs"
-		}
-	}
-	return srcpos.Errors{e}
+	return root, nil
 }
 
 // loader walks the YAML tree, collecting every problem.
@@ -575,27 +533,7 @@ func (l *loader) index() {
 }
 
 // describe names what a node is read as, for messages.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	switch n.Tag {
-	case tagNull:
-		return "null (an empty value)"
-	case "!!bool":
-		return "the boolean " + n.Value
-	case "!!int", "!!float":
-		return "the number " + n.Value
-	case tagStr:
-		return fmt.Sprintf("the string %q", n.Value)
-	}
-	return fmt.Sprintf("%s (%s)", n.Value, strings.TrimPrefix(n.Tag, "!!"))
-}
+func describe(n *yaml.Node) string { return yamldoc.Describe(n) }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == tagNull }
 

@@ -334,7 +334,7 @@ func TestLoadErrors(t *testing.T) {
 		{"rules: []\napprover_timeout: 10\n", `policy.yaml:2: approver_timeout: "10" has no unit (hint: did you mean "10s"?)`},
 		{"rules: []\napprover_timeout: 1h\n", "approver_timeout: must be a duration above 0 and at most 5m0s"},
 		{"default: allow\n", "no rules and no presets"},
-		{"rules:\n\t- deny: x\n", "policy.yaml:2: YAML syntax error"},
+		{"rules:\n\t- deny: x\n", "policy.yaml:2: a tab character in the indentation"},
 		{"rules: []\n---\nrules: []\n", "policy.yaml:2: more than one YAML document"},
 		{"rules: deny\n", `policy.yaml:1: rules: must be a list, not the string "deny"`},
 		{"rules:\n  - deny\n", "policy.yaml:2: rules[0]: a rule must be a mapping"},

@@ -434,20 +434,6 @@ func naiveHeld(s *Scrubber, b []byte) int {
 	return 0
 }
 
-type chunkReader struct {
-	data []byte
-	n    int
-}
-
-func (c *chunkReader) Read(p []byte) (int, error) {
-	if len(c.data) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p[:min(len(p), c.n)], c.data)
-	c.data = c.data[n:]
-	return n, nil
-}
-
 // benchBody is 64 MiB of random-ish printable data.
 var benchBody = func() []byte {
 	b := make([]byte, 64<<20)
