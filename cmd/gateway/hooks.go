@@ -272,6 +272,8 @@ func describeHandler(h *hooks.Handler) string {
 			// Names only: values stay out of the listing.
 			fmt.Fprintf(&b, " headers %s", strings.Join(slices.Sorted(maps.Keys(h.Headers)), ","))
 		}
+	case hooks.PolicyHandler:
+		fmt.Fprintf(&b, "policy %s (in process; pre-tool events only)", h.PolicyFile)
 	default:
 		fmt.Fprintf(&b, "command %s", h.Command)
 	}
