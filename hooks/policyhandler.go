@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -65,7 +66,12 @@ func (c *fileCompiler) policyFile(h *Handler, field string, n *node) bool {
 	return true
 }
 
+// loadPolicy loads a policy file. Only a regular file is opened: a
+// hooks.json naming a FIFO or a device must not hang or feed the loader.
 func loadPolicy(file string) *loadedPolicy {
+	if info, err := os.Stat(file); err == nil && !info.Mode().IsRegular() {
+		return &loadedPolicy{err: srcpos.Errors{{File: file, Severity: srcpos.SeverityError, Msg: "not a regular file"}}}
+	}
 	p, err := policy.Load(file)
 	return &loadedPolicy{policy: p, err: err}
 }

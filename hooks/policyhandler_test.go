@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/hookgate/hookgate/internal/testlog"
@@ -292,5 +293,20 @@ func TestPolicyHandlerCache(t *testing.T) {
 	r.policies.Range(func(any, any) bool { n++; return true })
 	if n != 1 {
 		t.Fatalf("%d policies cached, want 1", n)
+	}
+}
+
+// TestPolicyHandlerNotRegularFile: a policy "file" that is a FIFO is
+// refused without opening it (opening would block), and the handler denies.
+func TestPolicyHandlerNotRegularFile(t *testing.T) {
+	e := newEnv(t)
+	fifo := filepath.Join(e.ws, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+	e.writeWS(t, policyGroup("gate", PreToolExecution, PostToolExecution, fifo))
+	r, _ := e.runner(t, RunnerOptions{})
+	if d := r.Run(ctxT(t), event(t, PreToolExecution, "read_file", `{}`)); d.Decision != Deny || !strings.Contains(d.Reason, "not a regular file") {
+		t.Fatalf("FIFO policy: %+v", d)
 	}
 }
