@@ -71,9 +71,9 @@ type invokeFailure struct {
 	detail   string
 	timedOut bool   // the detail is a suffix to the timeout's cause
 	stderr   string // tail of a command's stderr, failed or not
-	// policy is a policy handler's decision, for the log line. A policy
-	// handler with nothing to decide (not a pre-tool event) reports a
-	// non-failure outcome here instead of an answer.
+	// policy is a policy handler's decision, for the log line. (A policy
+	// handler with nothing to decide, on an event that is not a pre-tool
+	// one, sets a non-failure outcome above instead of answering.)
 	policy *policyResult
 }
 
