@@ -15,8 +15,10 @@ package hookhttp
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -418,4 +420,22 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// PostAnswer is Post for a question that wants an answer body: it sends a
+// fresh Idempotency-Key and returns the body, or nil and the Kind of the
+// failure as a word. Its signature is the one a policy approver is asked
+// through (policy.ApproverPost), so the policy package needs no HTTP stack.
+func (c *Client) PostAnswer(ctx context.Context, rawURL string, headers map[string]string, body []byte, timeout time.Duration) ([]byte, string) {
+	var key [16]byte
+	_, _ = crand.Read(key[:])
+	resp, err := c.Post(ctx, rawURL, headers, hex.EncodeToString(key[:]), body, timeout)
+	if err != nil {
+		var he *Error
+		if errors.As(err, &he) {
+			return nil, string(he.Kind)
+		}
+		return nil, string(KindConnect)
+	}
+	return resp.Body, ""
 }

@@ -24,11 +24,13 @@
 //     and, for tool events, a tool; each enabled group's rules for that
 //     event in its own dialect apply when their RE2 matcher matches the
 //     whole tool name, in load order.
-//  3. Run handlers (runner.go, handlerkind.go, command.go; HTTP through
-//     package hookhttp): each handler gets the event JSON in its dialect
-//     (payload.go), one after the other, within its timeout and the
-//     chain's deadline; a command runs as `sh -c` in its own process
-//     group, which is killed when it ends.
+//  3. Run handlers (runner.go, handlerkind.go, command.go,
+//     policyhandler.go; HTTP through package hookhttp): each handler gets
+//     the event JSON in its dialect (payload.go), one after the other,
+//     within its timeout and the chain's deadline; a command runs as
+//     `sh -c` in its own process group, which is killed when it ends; a
+//     policy handler decides pre-tool events in process with package
+//     policy (and does nothing on other events).
 //  4. Combine the answers (decision.go, combine.go): a well-formed answer
 //     of the event's schema counts, anything else is a failure that fails
 //     open (unless "on_failure": "deny" on a pre event). The strictest

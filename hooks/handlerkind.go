@@ -24,10 +24,13 @@ type handlerKind struct {
 	fields []string
 	// required is the field without which the handler cannot run.
 	required string
+	// failDeny makes the kind's failures deny unless "on_failure" says
+	// allow: a policy exists to deny, so a broken one must not allow.
+	failDeny bool
 }
 
 // handlerTypes lists the handler types hooks.json accepts.
-func handlerTypes() []HandlerType { return []HandlerType{CommandHandler, HTTPHandler} }
+func handlerTypes() []HandlerType { return []HandlerType{CommandHandler, HTTPHandler, PolicyHandler} }
 
 // kindOf describes handler type t; false when there is no such type.
 func kindOf(t HandlerType) (handlerKind, bool) {
@@ -36,6 +39,8 @@ func kindOf(t HandlerType) (handlerKind, bool) {
 		return handlerKind{fields: []string{"command"}, required: "command"}, true
 	case HTTPHandler:
 		return handlerKind{fields: []string{"url", "headers"}, required: "url"}, true
+	case PolicyHandler:
+		return handlerKind{fields: []string{"file"}, required: "file", failDeny: true}, true
 	}
 	return handlerKind{}, false
 }
@@ -53,9 +58,10 @@ func handlerKindOf(field string) (HandlerType, handlerKind) {
 
 // invocation is what a handler is run with.
 type invocation struct {
-	payload []byte // the event, in the handler's dialect
-	dir     string // where a command runs
-	idemKey string // the Idempotency-Key of an HTTP POST
+	payload []byte    // the event, in the handler's dialect
+	kind    EventKind // the event, as the handler's dialect names it
+	dir     string    // where a command runs
+	idemKey string    // the Idempotency-Key of an HTTP POST
 }
 
 // invokeFailure is a handler run that produced no answer; zero when the
@@ -65,6 +71,10 @@ type invokeFailure struct {
 	detail   string
 	timedOut bool   // the detail is a suffix to the timeout's cause
 	stderr   string // tail of a command's stderr, failed or not
+	// policy is a policy handler's decision, for the log line. (A policy
+	// handler with nothing to decide, on an event that is not a pre-tool
+	// one, sets a non-failure outcome above instead of answering.)
+	policy *policyResult
 }
 
 // invoke runs handler h on one event and returns its raw answer.
@@ -101,6 +111,8 @@ func (r *Runner) invoke(ctx context.Context, h *Handler, in invocation) ([]byte,
 			f.detail += fmt.Sprintf(" (after %d attempts)", he.Attempts)
 		}
 		return nil, f
+	case PolicyHandler:
+		return r.decidePolicy(ctx, h, in.kind, in.payload)
 	}
 	return nil, invokeFailure{outcome: OutcomeSpawnError, detail: fmt.Sprintf("unknown handler type %q", h.Type)}
 }

@@ -90,12 +90,14 @@ type Source struct {
 	dir string
 }
 
-// HandlerType is "command" or "http".
+// HandlerType is "command", "http" or "policy".
 type HandlerType string
 
 const (
 	CommandHandler HandlerType = "command"
 	HTTPHandler    HandlerType = "http"
+	// PolicyHandler decides pre-tool events in process with a policy file.
+	PolicyHandler HandlerType = "policy"
 )
 
 // Hooks is the compiled content of the hooks.json files.
@@ -146,26 +148,35 @@ type Rule struct {
 
 // Handler is one hook handler.
 type Handler struct {
-	Type     HandlerType
-	Command  string            // command handlers
-	URL      string            // http handlers
-	Headers  map[string]string // http handlers: non-secret headers
-	Timeout  time.Duration
-	FailDeny bool   // "on_failure": "deny"
-	Field    string // where it was declared, e.g. audit.post_tool_execution[0].hooks[1]
-	File     string
-	Line     int
+	Type    HandlerType
+	Command string            // command handlers
+	URL     string            // http handlers
+	Headers map[string]string // http handlers: non-secret headers
+	// PolicyFile is a policy handler's policy, an absolute path when Load
+	// compiled it (relative ones are joined to the hooks.json's directory).
+	PolicyFile string
+	Timeout    time.Duration
+	FailDeny   bool   // "on_failure": "deny"
+	Field      string // where it was declared, e.g. audit.post_tool_execution[0].hooks[1]
+	File       string
+	Line       int
 	// Invalid is non-empty when the handler's configuration is broken:
 	// running it yields a spawn-error outcome with this text, so a broken
 	// fail-closed handler still denies.
 	Invalid string
+	// policy is a policy handler's policy as Load read it; nil for a
+	// handler built in code (the Runner loads it then).
+	policy *loadedPolicy
 }
 
 // Name is a short identifier for logs: the command line or the URL.
 func (h *Handler) Name() string {
 	s := h.Command
-	if h.Type == HTTPHandler {
+	switch h.Type {
+	case HTTPHandler:
 		s = h.URL
+	case PolicyHandler:
+		s = "policy " + h.PolicyFile
 	}
 	if len(s) > 200 {
 		s = s[:200] + "…"
@@ -209,6 +220,7 @@ func Load(opts LoadOptions) (*Hooks, srcpos.Errors, error) {
 	}
 
 	rootNames := map[string]bool{}
+	policies := policyCache{} // each policy file is read once, however many handlers name it
 	var seen []os.FileInfo
 	for _, src := range sources {
 		info, err := os.Stat(src.Path)
@@ -226,7 +238,7 @@ func Load(opts LoadOptions) (*Hooks, srcpos.Errors, error) {
 		}
 		seen = append(seen, info)
 		h.Files = append(h.Files, src.Path)
-		dialect, groups, ps := compileFileDialect(src.Path, data)
+		dialect, groups, ps := compileFileDialect(src.Path, data, policies)
 		problems = append(problems, ps...)
 		src.Found, src.Dialect = true, dialect
 		h.Sources = append(h.Sources, src)
@@ -313,6 +325,8 @@ type fileCompiler struct {
 	dialect Dialect
 	// dialectAt is where that first event key is.
 	dialectAt int64
+	// policies are the policy files read so far by this Load.
+	policies policyCache
 }
 
 func (c *fileCompiler) problem(sev srcpos.Severity, off int64, field, msg, hint string) {
@@ -326,14 +340,14 @@ func (c *fileCompiler) errorf(off int64, field, format string, args ...any) {
 
 // compileFile compiles one hooks.json.
 func compileFile(path string, data []byte) ([]*Group, srcpos.Errors) {
-	_, groups, problems := compileFileDialect(path, data)
+	_, groups, problems := compileFileDialect(path, data, policyCache{})
 	return groups, problems
 }
 
 // compileFileDialect compiles one hooks.json and says its dialect ("" when
 // it names no event).
-func compileFileDialect(path string, data []byte) (Dialect, []*Group, srcpos.Errors) {
-	c := &fileCompiler{path: path, data: data}
+func compileFileDialect(path string, data []byte, policies policyCache) (Dialect, []*Group, srcpos.Errors) {
+	c := &fileCompiler{path: path, data: data, policies: policies}
 	groups := c.compile()
 	return c.dialect, groups, c.problems
 }
@@ -620,6 +634,7 @@ func (c *fileCompiler) handler(field string, n *node, skip ...string) *Handler {
 	}
 	allowed := map[string]bool{"type": true, "timeout": true, "on_failure": true}
 	kind, _ := kindOf(h.Type)
+	h.FailDeny = kind.failDeny
 	for _, k := range kind.fields {
 		allowed[k] = true
 	}
@@ -629,7 +644,7 @@ func (c *fileCompiler) handler(field string, n *node, skip ...string) *Handler {
 		}
 		ff := field + "." + f.key
 		if !allowed[f.key] {
-			hint := suggest(f.key, "type", "command", "url", "headers", "timeout", "on_failure")
+			hint := suggest(f.key, "type", "command", "url", "headers", "file", "timeout", "on_failure")
 			if t, other := handlerKindOf(f.key); t != "" {
 				hint = fmt.Sprintf("%s belong to \"type\": %q handlers", quoteAnd(other.fields), t)
 				if len(other.fields) == 1 {
@@ -660,6 +675,10 @@ func (c *fileCompiler) handler(field string, n *node, skip ...string) *Handler {
 			}
 		case "headers":
 			h.Headers = c.headers(ff, f.val)
+		case "file":
+			if !c.policyFile(h, ff, f.val) {
+				invalid = append(invalid, "no policy file")
+			}
 		case "timeout":
 			d, ok := c.timeout(ff, f.val)
 			if ok {
@@ -668,6 +687,7 @@ func (c *fileCompiler) handler(field string, n *node, skip ...string) *Handler {
 		case "on_failure":
 			switch {
 			case f.val.kind == kindString && f.val.str == "allow":
+				h.FailDeny = false
 			case f.val.kind == kindString && f.val.str == "deny":
 				h.FailDeny = true
 			default:

@@ -108,10 +108,14 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`[{"a":"\u0000"}]`))
 	f.Add([]byte(`{"g": {"Stop": [{"matcher": "x", "hooks": []}], "pre_tool_execution": []}}`))
 	f.Add([]byte(`{"g": {"PreToolUse": [{"matcher": "", "hooks": [{"type": "http", "url": "https://x"}]}], "SessionStart": {}}}`))
+	f.Add([]byte(`{"g": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "policy", "file": "/dev/null"}, {"type": "policy", "file": 1}]}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, ps := compileFile("f.json", data)
 		lines := strings.Count(string(data), "\n") + 1
 		for _, p := range ps {
+			if p.File != "f.json" {
+				continue // a policy file a handler names: its own lines
+			}
 			if p.Line < 1 || p.Line > lines {
 				t.Fatalf("problem line %d outside 1..%d: %s", p.Line, lines, p)
 			}

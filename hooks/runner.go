@@ -38,6 +38,7 @@ const (
 	fieldStatus      = "status"
 	fieldSource      = "source"
 	fieldDialect     = "dialect"
+	fieldApprover    = "approver"
 )
 
 // RunnerOptions configure a Runner. Every field is optional.
@@ -73,6 +74,9 @@ type Runner struct {
 	// (tool names are few; the cache is bounded all the same).
 	matches    sync.Map // matchKey -> []match
 	matchCount atomic.Int32
+	// policies caches the policy files of handlers built in code, by path
+	// (Load gives its handlers their policy already).
+	policies sync.Map // string -> *loadedPolicy
 }
 
 // maxCachedTools bounds the match cache: tool names come from the agent,
@@ -111,6 +115,8 @@ type Result struct {
 	Duration time.Duration
 	// answer is the well-formed answer; zero for a failure.
 	answer answer
+	// policy is a policy handler's decision; nil for other handlers.
+	policy *policyResult
 }
 
 // matching returns the rules of enabled groups that apply to tool for this
@@ -241,6 +247,13 @@ func (r *Runner) logResult(log zerolog.Logger, res Result, dialect Dialect, effe
 	if res.Stderr != "" {
 		e = e.Str(fieldStderr, res.Stderr)
 	}
+	if res.policy != nil {
+		// The policy file, the rule (file:line) and its level.
+		e = e.EmbedObject(res.policy.decision)
+		if res.policy.approver != "" {
+			e = e.Str(fieldApprover, res.policy.approver)
+		}
+	}
 	e.Float64(fieldDuration, float64(res.Duration.Microseconds())/1000).Msg("hook")
 }
 
@@ -271,8 +284,8 @@ func (r *Runner) runHandler(ctx context.Context, c *combiner, g *Group, h *Handl
 	if dir == "" {
 		dir = r.hooks.Workspace
 	}
-	out, failure := r.invoke(hctx, h, invocation{payload: payload, dir: dir, idemKey: idemKey})
-	res.Stderr = failure.stderr
+	out, failure := r.invoke(hctx, h, invocation{payload: payload, kind: kind, dir: dir, idemKey: idemKey})
+	res.Stderr, res.policy = failure.stderr, failure.policy
 	if failure.outcome != "" {
 		res.Outcome, res.Detail = failure.outcome, failure.detail
 		if failure.timedOut {

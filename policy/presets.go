@@ -28,6 +28,10 @@ func writeTools() []string {
 	return []string{"write_file", "delete_file", "write_to_file", "replace_file_content", "multi_replace_file_content"}
 }
 
+// WriteAndExecTools are the tools of both vocabularies that change files
+// or run commands or code: the ones a pre-tool gate must cover.
+func WriteAndExecTools() []string { return append(writeTools(), execTools()...) }
+
 // fileTools are the tools that touch one path, and the argument holding
 // it.
 func fileTools() []struct{ tool, field string } {
@@ -113,7 +117,7 @@ func presetRules(name string) []*rule {
 	case "safe_defaults":
 		return []*rule{
 			tools(Allow, readTools(), ""),
-			tools(Ask, append(writeTools(), execTools()...), "writes and command execution need approval (preset safe_defaults)"),
+			tools(Ask, WriteAndExecTools(), "writes and command execution need approval (preset safe_defaults)"),
 			// A tool the preset does not know could do anything: it asks too.
 			{action: Ask, spec: SpecAny, reason: "tools outside the read-only set need approval (preset safe_defaults)"},
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/hookgate/hookgate/hookhttp"
 	"github.com/hookgate/hookgate/hooks"
 	"github.com/hookgate/hookgate/internal/srcpos"
+	"github.com/hookgate/hookgate/policy"
 )
 
 // maxEventSize bounds the event JSON read from stdin.
@@ -34,7 +35,9 @@ run      runs the hooks of every hooks.json found for one event read on stdin,
          dialect), or SessionStart, PreToolUse, PostToolUse, PreInvocation,
          PostInvocation or Stop (agent-CLI dialect).
 check    prints every group, matcher and handler loaded, and the problems found;
-         exits 1 when there are errors.
+         exits 1 when there are errors. With --require-gate, also exits 1 when
+         a write or execution tool (write_file, code_execution, run_command,
+         write_to_file, ...) has no enabled pre-tool handler matching it.
 list     one row per loaded hook: file, dialect, group, event, matcher, handler,
          enabled, problems.
 enable   sets "enabled" of a group in its hooks.json, changing nothing else in
@@ -190,6 +193,7 @@ flags:
 func runHooksCheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("hooks check", "print the hooks that were loaded and the problems found", stderr)
 	where := addDiscoveryFlags(fs)
+	requireGate := fs.Bool("require-gate", false, "fail unless every write and execution tool (of both agent vocabularies) has a pre-tool gate:\nan enabled pre_tool_execution or PreToolUse handler whose matcher matches it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -207,7 +211,16 @@ func runHooksCheck(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stdout, "  "+p.Error())
 		}
 	}
-	if problems.HasErrors() {
+	var ungated []string
+	if *requireGate {
+		ungated = loaded.Ungated(policy.WriteAndExecTools())
+	}
+	switch {
+	case len(ungated) > 0:
+		return &exitError{code: 1, msg: fmt.Sprintf("hooks check --require-gate: write and execution tools reachable with no pre-tool gate: %s "+
+			`(add an enabled pre_tool_execution or PreToolUse rule matching them, e.g. {"matcher": "*", "hooks": [{"type": "policy", "file": "policy.yaml"}]})`,
+			strings.Join(ungated, ", "))}
+	case problems.HasErrors():
 		return &exitError{code: 1}
 	}
 	return nil
@@ -272,6 +285,8 @@ func describeHandler(h *hooks.Handler) string {
 			// Names only: values stay out of the listing.
 			fmt.Fprintf(&b, " headers %s", strings.Join(slices.Sorted(maps.Keys(h.Headers)), ","))
 		}
+	case hooks.PolicyHandler:
+		fmt.Fprintf(&b, "policy %s (in process; pre-tool events only)", h.PolicyFile)
 	default:
 		fmt.Fprintf(&b, "command %s", h.Command)
 	}

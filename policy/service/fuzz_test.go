@@ -28,7 +28,7 @@ func FuzzEvent(f *testing.F) {
 			req.Header.Set("Authorization", "Bearer "+token)
 			rec := httptest.NewRecorder()
 			fx.svc.Handler().ServeHTTP(rec, req)
-			var a answer
+			var a struct{ Decision string }
 			if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &a) != nil || !strings.Contains(allowed, a.Decision) || a.Decision == "" {
 				t.Fatalf("%s %q: %d %s", path, body, rec.Code, rec.Body.String())
 			}

@@ -18,14 +18,8 @@
 package service
 
 import (
-	"bytes"
-	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -53,7 +47,7 @@ const (
 )
 
 // NeedsApproval is the reason of an ask denied in the remote dialect.
-const NeedsApproval = "needs approval"
+const NeedsApproval = policy.NeedsApproval
 
 // Options configure a Service.
 type Options struct {
@@ -147,18 +141,12 @@ func bearer(h string) string {
 	return strings.TrimSpace(token)
 }
 
-// answer is both dialects' decision JSON.
-type answer struct {
-	Decision string `json:"decision"`
-	Reason   string `json:"reason,omitempty"`
-}
-
 func (s *Service) serveRemote(w http.ResponseWriter, r *http.Request) {
-	s.serve(w, r, DialectRemote, "tool_call")
+	s.serve(w, r, DialectRemote, policy.RemoteCallKey)
 }
 
 func (s *Service) serveCLI(w http.ResponseWriter, r *http.Request) {
-	s.serve(w, r, DialectCLI, "toolCall")
+	s.serve(w, r, DialectCLI, policy.CLICallKey)
 }
 
 // serve decides one event of a dialect whose tool call sits under callKey.
@@ -175,7 +163,11 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, dialect, callKey
 	}
 	var approver string
 	if dialect == DialectRemote && d.Action == policy.Ask {
-		d, approver = s.ask(r.Context(), p, d, body)
+		var post policy.ApproverPost
+		if s.approver != nil {
+			post = s.approver.PostAnswer
+		}
+		d, approver = p.Approve(r.Context(), d, body, post)
 	}
 	ev := s.log.Info()
 	if d.Err != nil {
@@ -189,7 +181,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, dialect, callKey
 	ev.Str("dialect", dialect).Str("tool", shorten(in.Tool)).EmbedObject(d).
 		Float64("duration_ms", float64(time.Since(start).Microseconds())/1000).Msg("policy decision")
 	w.Header()["Content-Type"] = []string{"application/json"}
-	_, _ = w.Write(encodeAnswer(d))
+	_, _ = w.Write(d.AnswerJSON())
 }
 
 // shorten cuts a caller-supplied name for the log.
@@ -201,88 +193,18 @@ func shorten(s string) string {
 	return s
 }
 
-// encodeAnswer is the decision JSON, one line.
-func encodeAnswer(d policy.Decision) []byte {
-	if d.Reason == "" {
-		return []byte(`{"decision":"` + string(d.Action) + "\"}\n")
-	}
-	b, _ := json.Marshal(answer{Decision: string(d.Action), Reason: d.Reason})
-	return append(b, '\n')
-}
-
 // readEvent reads a hook event: the tool call's name and arguments, and
 // the whole event.
 func readEvent(w http.ResponseWriter, r *http.Request, callKey string) ([]byte, policy.Input, error) {
-	var in policy.Input
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxEventSize))
 	if err != nil {
-		return nil, in, fmt.Errorf("cannot read the event: %w", err)
+		return nil, policy.Input{}, fmt.Errorf("cannot read the event: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&in.Event); err != nil || in.Event == nil {
-		return nil, in, errors.New("the event is not a JSON object")
-	}
-	if dec.More() {
-		return nil, in, errors.New("the event has data after its JSON object")
-	}
-	call, ok := in.Event[callKey].(map[string]any)
-	if !ok {
-		return nil, in, fmt.Errorf("the event has no %q object", callKey)
-	}
-	if in.Tool, ok = call["name"].(string); !ok || in.Tool == "" {
-		return nil, in, fmt.Errorf("the event's %s.name is missing or not a string", callKey)
-	}
-	switch args := call["args"].(type) {
-	case map[string]any:
-		in.Args = args
-	case nil:
-	default:
-		return nil, in, fmt.Errorf("the event's %s.args is not an object", callKey)
+	in, err := policy.EventInput(body, callKey)
+	if err != nil {
+		return nil, in, err
 	}
 	return body, in, nil
-}
-
-// ask turns an ask into the approver's allow or deny; anything but a
-// well-formed answer from it is a deny: an ask never fails open.
-func (s *Service) ask(ctx context.Context, p *policy.Policy, d policy.Decision, body []byte) (policy.Decision, string) {
-	needs := NeedsApproval
-	if d.Reason != "" {
-		needs += ": " + d.Reason
-	}
-	deny := func(outcome string) (policy.Decision, string) {
-		d.Action, d.Reason = policy.Deny, needs
-		return d, outcome
-	}
-	if p.Approver() == "" || s.approver == nil {
-		return deny("none")
-	}
-	key := make([]byte, 16)
-	_, _ = rand.Read(key)
-	resp, err := s.approver.Post(ctx, p.Approver(), map[string]string{"X-Hookgate-Policy-Rule": d.Rule.Pos()},
-		hex.EncodeToString(key), body, p.ApproverTimeout())
-	if err != nil {
-		var he *hookhttp.Error
-		if errors.As(err, &he) {
-			return deny(string(he.Kind))
-		}
-		return deny("error")
-	}
-	var a answer
-	if json.Unmarshal(resp.Body, &a) != nil {
-		return deny("bad-response")
-	}
-	switch a.Decision {
-	case "allow":
-		d.Action, d.Reason = policy.Allow, "approved by the approver"
-		return d, "allow"
-	case "deny":
-		d.Action, d.Reason = policy.Deny, a.Reason
-		if d.Reason == "" {
-			d.Reason = "denied by the approver"
-		}
-		return d, "deny"
-	}
-	return deny("bad-response")
 }
 
 // metrics are the service's own, on its own registry.
