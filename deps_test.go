@@ -164,7 +164,7 @@ func TestSideDependencies(t *testing.T) {
 		// error, the trust-store helper, and the declarative policy its
 		// policy handlers decide with (embeddable itself; its HTTP service,
 		// policy/service, is not allowed).
-		"hooks":          {"hooks", "hookhttp", "internal/srcpos", "internal/roots", "policy"},
+		"hooks":          {"hooks", "hookhttp", "internal/srcpos", "internal/yamldoc", "internal/roots", "policy"},
 		"hookhttp":       {"hookhttp", "internal/roots"},
 		"policy":         {"policy", "internal/srcpos", "internal/yamldoc"},
 		"policy/service": {"policy", "hookhttp", "internal/srcpos", "internal/yamldoc", "internal/roots"},
