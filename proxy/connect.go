@@ -103,7 +103,7 @@ type admission struct {
 // its addresses. Explicit and transparent mode share it.
 func (s *Server) admit(ctx context.Context, t target, d *decision) (admission, *denial) {
 	p := s.policy.Load()
-	v, den := judge(p, t)
+	v, den := judgeFor(p, t, d)
 	if v.Allowed {
 		d.entry = v.Entry.Domain
 	}

@@ -74,7 +74,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		return r, s.refuse(r, d, den)
 	}
 	p := s.policy.Load()
-	v, den := judge(p, t)
+	v, den := judgeFor(p, t, d)
 	if v.Allowed {
 		d.entry = v.Entry.Domain
 	}

@@ -129,6 +129,7 @@ type gatewayConfig struct {
 	leaves   *ca.LeafCache    // for MITM
 	limits   Limits
 	observer Observer
+	report   bool // network.mode: report
 }
 
 func startGateway(t testing.TB, gc gatewayConfig) *gateway {
@@ -156,7 +157,7 @@ func startGateway(t testing.TB, gc gatewayConfig) *gateway {
 	}
 	logs := &logBuffer{}
 	o := Options{
-		Policy:   &Policy{Allowlist: al, Addrs: addrs, Entries: gc.entries},
+		Policy:   &Policy{Allowlist: al, Addrs: addrs, Entries: gc.entries, Report: gc.report, Generation: 1},
 		Leaves:   gc.leaves,
 		Resolver: res,
 		Logger:   zerolog.New(logs),

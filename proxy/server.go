@@ -39,6 +39,12 @@ type Policy struct {
 	// The client-side ones (ReadHeader, ClientHello, Idle) belong to the
 	// listeners and are read only from Options.Timeouts.
 	Timeouts Timeouts
+	// Generation numbers this policy (the config generation it was built
+	// from), named on every decision line it judged; 0: unnumbered.
+	Generation uint64
+	// Report lets through what the allowlist denies, with no entry rules
+	// (so nothing injected), as verdict would-deny; see reportMode.
+	Report bool
 }
 
 // EntryRules is what one allowlist entry adds to "allowed".

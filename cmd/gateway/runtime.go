@@ -110,6 +110,7 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	if err != nil {
 		return nil, err
 	}
+	p.Generation = 1
 	resolver := newResolver(cfg.DNSServers, o.dialControl)
 	g.proxy, err = proxy.New(proxy.Options{
 		Policy: p,
@@ -137,6 +138,7 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	g.pending.Store(&[]string{})
 	g.generation.Store(1)
 	g.metrics.SetGeneration(1)
+	g.announceMode(cfg)
 	return g, nil
 }
 
@@ -160,13 +162,13 @@ func (g *gateway) policy(cfg *config.Config) (*proxy.Policy, error) {
 	for i, e := range cfg.Entries {
 		entries[i] = proxy.EntryRules{Transform: e.Transform, AllowPlaintext: e.AllowPlaintext, ResponseHeaderTimeout: e.ResponseHeaderTimeout, Addresses: e.Addresses}
 	}
-	return &proxy.Policy{Allowlist: cfg.Allowlist, Addrs: addrs, Entries: entries, Timeouts: proxyTimeouts(cfg.Timeouts)}, nil
+	return &proxy.Policy{Allowlist: cfg.Allowlist, Addrs: addrs, Entries: entries, Timeouts: proxyTimeouts(cfg.Timeouts), Report: cfg.Reporting()}, nil
 }
 
 // dnsServerPolicy is the DNS server's policy for a config and the proxy's
 // policy built from it.
 func (g *gateway) dnsServerPolicy(cfg *config.Config, p *proxy.Policy) *dnsserver.Policy {
-	dp := &dnsserver.Policy{Allowlist: p.Allowlist, Addrs: p.Addrs}
+	dp := &dnsserver.Policy{Allowlist: reportDNSAllowlist(p), Addrs: p.Addrs}
 	if cfg.DNSDenied == config.DNSDeniedSinkhole {
 		dp.Sinkhole = g.opts.sinkhole
 	}
@@ -211,6 +213,7 @@ func (g *gateway) reload(context.Context) (admin.ReloadResult, error) {
 		Strs("pending_restart", pending).
 		Msg("config reloaded")
 	g.warnOpenAdmin()
+	g.announceMode(g.cfg.Load())
 	return admin.ReloadResult{Generation: gen, PendingRestart: pending}, nil
 }
 
@@ -228,6 +231,7 @@ func (g *gateway) swap() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	p.Generation = g.generation.Load() + 1 // under reloadMu
 	if err := g.proxy.SetPolicy(p); err != nil {
 		return 0, fmt.Errorf("%s: %w (the CA is read at start: restart to add one)", cfg.File, err)
 	}
