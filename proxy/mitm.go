@@ -122,7 +122,7 @@ func (tt *tunnelTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Header.Get("Upgrade") != "" || r.Header.Get("Expect") != "" {
 		// Only this transport passes informational answers on (through
 		// httputil.ReverseProxy's trace): they are scrubbed first.
-		r = scrubRequestContext(r, tt.scrub)
+		r = scrubRequestContext(r, mr.transform.Scrubber())
 		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
 			GotConn: func(info httptrace.GotConnInfo) { mr.d.setUpstream(info.Conn) },
 		}))
@@ -157,6 +157,9 @@ type mitmHandler struct {
 	proxy       *httputil.ReverseProxy
 	requests    atomic.Int64
 	active      sync.WaitGroup
+	// latest is the transform the last request got (nil: rules'); see
+	// currentTransform.
+	latest atomic.Pointer[transform.Rules]
 }
 
 // mitmRequest is the state of one request inside an intercepted tunnel,
@@ -168,6 +171,9 @@ type mitmRequest struct {
 	// until then.
 	switched chan struct{}
 	conn     io.Closer // that connection
+	// transform is what this request gets injected and scrubbed with
+	// (see currentTransform).
+	transform *transform.Rules
 }
 
 type mitmRequestKey struct{}
@@ -205,7 +211,7 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	mr := &mitmRequest{d: d}
+	mr := &mitmRequest{d: d, transform: h.currentTransform()}
 	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mitmRequestKey{}, mr)))
 	if mr.switched != nil {
 		// A switched connection's line is written when ReverseProxy closes
@@ -257,7 +263,7 @@ func (h *mitmHandler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme = "https"
 	pr.Out.URL.Host = h.t.authority(443)
 	pr.Out.Host = pr.Out.URL.Host
-	inject(pr.Out.Header, h.rules.Transform, mr.d)
+	inject(pr.Out.Header, mr.transform, mr.d)
 	// inject strips every upgrade; a WebSocket one goes through (and is
 	// what ReverseProxy compares a 101 answer with).
 	if isWebSocketUpgrade(pr.In.Header) {
@@ -268,7 +274,7 @@ func (h *mitmHandler) rewrite(pr *httputil.ProxyRequest) {
 func (h *mitmHandler) modifyResponse(resp *http.Response) error {
 	mr := mitmRequestOf(resp.Request)
 	mr.d.status = resp.StatusCode
-	scrubResponse(resp, h.rules.Transform.Scrubber())
+	scrubResponse(resp, mr.transform.Scrubber())
 	if err := checkSwitch(resp.Request, resp, h.t.host); err != nil {
 		return err // ReverseProxy closes the body and calls upstreamError
 	}
@@ -302,7 +308,7 @@ func (h *mitmHandler) upstreamError(w http.ResponseWriter, r *http.Request, err 
 		// over; close it here, or the request would wait for it forever.
 		_ = mr.conn.Close()
 	}
-	den := scrubDenial(requestFailure(err, r, h.t.host), h.rules.Transform.Scrubber())
+	den := scrubDenial(requestFailure(err, r, h.t.host), mr.transform.Scrubber())
 	d.refuse(den)
 	if den.status != 0 {
 		den.write(w)
