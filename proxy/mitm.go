@@ -84,7 +84,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 
 	// The explicit listener's framing check, on the decrypted stream.
 	fc := newFramingConn(s.watch(tlsConn, tunnel), s.maxHdr)
-	h := &mitmHandler{s: s, t: t, rules: rules, client: tunnel.client, entry: tunnel.entry, sni: tunnel.sni, transparent: tunnel.transparent, framing: fc}
+	h := &mitmHandler{s: s, t: t, rules: rules, generation: tunnel.generation, client: tunnel.client, entry: tunnel.entry, sni: tunnel.sni, transparent: tunnel.transparent, framing: fc}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		Transport:      up,
@@ -157,9 +157,10 @@ type mitmHandler struct {
 	proxy       *httputil.ReverseProxy
 	requests    atomic.Int64
 	active      sync.WaitGroup
-	// latest is the transform the last request got (nil: rules'); see
-	// currentTransform.
-	latest atomic.Pointer[transform.Rules]
+	// latest is what the last request was injected with (nil: rules, of
+	// the tunnel's own generation); see currentTransform.
+	latest     atomic.Pointer[injection]
+	generation uint64 // of the policy that admitted the tunnel
 }
 
 // mitmRequest is the state of one request inside an intercepted tunnel,
@@ -211,7 +212,9 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	mr := &mitmRequest{d: d, transform: h.currentTransform()}
+	inj := h.currentTransform()
+	d.generation = inj.generation
+	mr := &mitmRequest{d: d, transform: inj.rules}
 	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mitmRequestKey{}, mr)))
 	if mr.switched != nil {
 		// A switched connection's line is written when ReverseProxy closes
