@@ -69,6 +69,7 @@ func TestPodSidecar(t *testing.T) {
 		}
 	})
 	t.Run("SIGTERM: the gateway exits 0", p.stopGateway)
+	t.Run("without the gateway the agent has no way out", p.checkFailClosed)
 }
 
 // Bounds of the pod test.
@@ -163,7 +164,7 @@ func (p *pod) startGateway() {
 	t := p.t
 	env := []string{"PATH=" + os.Getenv("PATH"), "HTTP_PROXY=" + poisonProxy, "HTTPS_PROXY=" + poisonProxy}
 	p.gateway = startIn(t, p.h.ip, p.h.topo.gwNS, "gateway", env, nil,
-		gatewayBin, "serve", "--config", filepath.Join(p.config.dir, "gateway.yaml"), "--redirect", "--watch")
+		gatewayBin, "serve", "--config", filepath.Join(p.config.dir, "gateway.yaml"), "--redirect", "--keep-rules", "--watch")
 	admin := p.adminClient()
 	defer admin.CloseIdleConnections()
 	var lastErr error
@@ -353,6 +354,35 @@ func (p *pod) stopGateway(t *testing.T) {
 	}
 	if p.gateway.err != nil {
 		t.Fatalf("the gateway exited with %v", p.gateway.err)
+	}
+}
+
+// checkFailClosed: the gateway ran with --keep-rules, so after it exits
+// its rules are still in the pod's namespace and the agent's connection to
+// the upstream (by address: no DNS either) is refused, not let out.
+func (p *pod) checkFailClosed(t *testing.T) {
+	ns, err := netns.GetFromName(p.h.topo.gwNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	if table, err := tableInNetns(ns); err != nil || !table {
+		t.Fatalf("the redirect rules are gone after the gateway exited (%v)", err)
+	}
+	res := runInNetns(t, p.h.ip, p.h.topo.gwNS, []string{"PATH=" + os.Getenv("PATH")}, "/", sandboxCmdWait,
+		p.setpriv, "--reuid="+fmt.Sprint(agentUID), "--regid="+fmt.Sprint(agentUID), "--clear-groups", "--inh-caps=-all",
+		p.h.curl, "-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", "http://"+upstreamIP.String()+"/")
+	if res.exit != 7 { // couldn't connect
+		t.Fatalf("the agent's request with the gateway gone: exit %d, stdout %q, stderr %q; want curl's 7 (connection refused)", res.exit, res.stdout, res.stderr)
+	}
+	recs, err := readRecords(filepath.Join(p.h.dir, recordsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Kind == "http" && r.URI == "/" {
+			t.Fatalf("the upstream got the request made without the gateway: %s", r)
+		}
 	}
 }
 

@@ -29,6 +29,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	fs.StringVar(&o.listenAdmin, "admin", "", "admin API listen `address`, overriding listen.admin")
 	fs.StringVar(&o.upstreamCA, "upstream-ca", "", "extra root certificates `file` (PEM) for upstream TLS, on top of upstream.ca_file")
 	redirect := fs.Bool("redirect", false, "shared-namespace mode: install nftables rules in this network namespace that send all other\nprocesses' TCP to listen.transparent and their DNS to listen.dns (needs root); removed on exit")
+	keepRules := fs.Bool("keep-rules", false, "with --redirect: leave the redirect rules in place when the gateway exits, so that the other\nprocesses of the namespace have no way out until it is back (a sidecar: fail closed)")
 	watch := fs.Bool("watch", false, "reload when the config file or a file it references (${file:} secrets) changes, as SIGHUP does;\nfollows the ..data symlink swap of Kubernetes ConfigMap and Secret volumes")
 	var testAllow stringList
 	fs.Var(&testAllow, "test-allow-upstream", "FOR TESTS ONLY: exempt exactly this `IP:PORT` from the address policy (repeatable)")
@@ -66,6 +67,9 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		logger.Warn().Str("upstream", ap.String()).
 			Msg("TEST MODE: --test-allow-upstream exempts this address from the address policy; never use it in production")
 	}
+	if *keepRules && !*redirect {
+		return fmt.Errorf("%w: --keep-rules needs --redirect", errUsage)
+	}
 	if *watch && o.configFile == "" {
 		return fmt.Errorf("%w: --watch needs --config (the built-in config never changes)", errUsage)
 	}
@@ -96,6 +100,10 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 			return err
 		}
 		defer func() {
+			if *keepRules {
+				logger.Info().Msg("leaving the redirect rules in place (--keep-rules): the namespace has no way out until the gateway is back")
+				return
+			}
 			if err := remove(); err != nil {
 				logger.Error().Err(err).Msg("removing the redirect rules")
 			}

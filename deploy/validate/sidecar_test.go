@@ -35,7 +35,7 @@ func checkSidecar(o *objects) problems {
 	}
 	p.capabilitiesOnly(where, spec, map[string][]corev1.Capability{gw.Name: {"NET_ADMIN"}})
 	p.noSecretInEnv(where, spec, nil)
-	for _, flag := range []string{"serve", "--redirect", "--watch"} {
+	for _, flag := range []string{"serve", "--redirect", "--keep-rules", "--watch"} {
 		if !slices.Contains(gw.Args, flag) {
 			p.add("%s: the gateway's args lack %s", where, flag)
 		}
