@@ -298,10 +298,13 @@ func TestWatchRotation(t *testing.T) {
 	}
 }
 
-// TestWatchNeedsConfig: --watch without --config is a usage error.
-func TestWatchNeedsConfig(t *testing.T) {
-	_, stderr, code := runCLI(t, "serve", "--watch")
-	if code != 2 || !strings.Contains(stderr, "--watch needs --config") {
-		t.Fatalf("exit %d, stderr %q", code, stderr)
+// TestWatchAndKeepRulesUsage: --watch needs --config, --keep-rules needs
+// --redirect.
+func TestWatchAndKeepRulesUsage(t *testing.T) {
+	for args, want := range map[string]string{"--watch": "--watch needs --config", "--keep-rules": "--keep-rules needs --redirect"} {
+		_, stderr, code := runCLI(t, "serve", args)
+		if code != 2 || !strings.Contains(stderr, want) {
+			t.Errorf("serve %s: exit %d, stderr %q", args, code, stderr)
+		}
 	}
 }
