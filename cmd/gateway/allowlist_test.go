@@ -96,3 +96,22 @@ func TestAllowlistSuggestUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowlistSuggestHostileInput: a line longer than a decision line can
+// be is a clear error, not a crash; binary garbage is skipped.
+func TestAllowlistSuggestHostileInput(t *testing.T) {
+	var out, errb strings.Builder
+	long := strings.Repeat("x", maxDecisionLine+10)
+	err := run(t.Context(), []string{"allowlist", "suggest", "--from", "-"}, strings.NewReader(long), &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "lines are at most") {
+		t.Fatalf("a too long line: %v", err)
+	}
+	out.Reset()
+	garbage := "\x00\xff{\"message\":\"decision\",\"verdict\":\"would-deny\",\"host\":\"\xff\xfe\"}\n[not json\n"
+	if err := run(t.Context(), []string{"allowlist", "suggest", "--from", "-"}, strings.NewReader(garbage), &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "network:") {
+		t.Fatalf("garbage produced entries:\n%s", out.String())
+	}
+}

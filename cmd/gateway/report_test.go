@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/hookgate/hookgate/allowlist"
+	"github.com/hookgate/hookgate/proxy"
 )
 
 // reportConfig is e's config with network.mode: report.
@@ -52,3 +55,20 @@ func TestReportModeServe(t *testing.T) {
 
 // hideToken masks the test's token in text shown on failure.
 func hideToken(text, token string) string { return strings.ReplaceAll(text, token, "[token]") }
+
+// TestReportModeDNS: in report mode the sandbox's DNS server answers names
+// off the allowlist too (the address policy still judges the answers), so
+// that transparent clients reach the proxy and are logged as would-deny.
+func TestReportModeDNS(t *testing.T) {
+	al, err := allowlist.New([]string{"listed.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, report := range []bool{false, true} {
+		got := reportDNSAllowlist(&proxy.Policy{Allowlist: al, Report: report})
+		if got.Decide("unlisted.example.net").Allowed != report || !got.Decide("listed.example.com").Allowed {
+			t.Errorf("report %v: unlisted allowed %v, listed allowed %v", report,
+				got.Decide("unlisted.example.net").Allowed, got.Decide("listed.example.com").Allowed)
+		}
+	}
+}
