@@ -1,0 +1,34 @@
+package proxy
+
+import "github.com/hookgate/hookgate/config"
+
+// injection is the entry a request inside an intercepted tunnel is
+// injected and scrubbed with, and the generation of the policy it belongs
+// to.
+type injection struct {
+	entry      *config.Entry
+	generation uint64
+}
+
+// currentEntry is the entry a request inside this intercepted tunnel gets:
+// the tunnel stays bound to what it was admitted with (its host, its
+// allowlist pattern, its judged addresses), but the entry comes from the
+// policy in force now when that still matches the tunnel's host with the
+// same pattern and an entry that injects. So a rotated token (a reload
+// after a Secret changed) is injected from the next request on, without
+// closing tunnels. Otherwise (the pattern is gone or no longer injects)
+// the tunnel keeps the entry its last request had, as every open
+// connection keeps its policy.
+func (h *mitmHandler) currentEntry() injection {
+	p := h.s.policy.Load()
+	v := p.Decide(h.t.host)
+	if v.Allowed && v.Pattern == h.tunnel.entry && v.Entry.Transform != nil {
+		now := injection{entry: v.Entry, generation: p.Generation}
+		h.latest.Store(&now)
+		return now
+	}
+	if last := h.latest.Load(); last != nil {
+		return *last
+	}
+	return h.admitted
+}
