@@ -88,7 +88,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 
 	// The explicit listener's framing check, on the decrypted stream.
 	fc := newFramingConn(s.watch(tlsConn, tunnel), s.maxHdr)
-	h := &mitmHandler{s: s, t: t, admitted: injection{entry: rules, generation: tunnel.generation}, tunnel: tunnel, framing: fc, up: up}
+	h := &mitmHandler{s: s, t: t, dest: dest, admitted: injection{entry: rules, generation: tunnel.generation}, tunnel: tunnel, framing: fc, up: up}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		Transport:      exchangeTransport{},
@@ -105,8 +105,9 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 
 // mitmHandler serves the requests inside one intercepted tunnel.
 type mitmHandler struct {
-	s *Server
-	t target
+	s    *Server
+	t    target
+	dest Target // the judged addresses, the only ones dialled
 	// admitted is the entry the tunnel was admitted with, and its
 	// policy's generation; latest what the last request was injected
 	// with (nil: admitted). See currentEntry.

@@ -50,6 +50,22 @@ func TestRotatedSecretReachesOpenTunnel(t *testing.T) {
 		t.Fatalf("connection reuse = %v: the tunnel was not kept", reused)
 	}
 
+	// An entry of the same pattern that pins the host elsewhere never
+	// gets its credential into the tunnel, whose addresses are outside
+	// its pins: the tunnel keeps the last values it injected.
+	repinned := rotated
+	repinned.Entries = []config.Entry{{
+		Transform: compileRules(t, map[string]string{"Authorization": "Bearer pinned-elsewhere"}),
+		Addresses: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")},
+	}}
+	repinned.Generation = 3
+	if err := env.gw.srv.SetPolicy(&repinned); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(); got != "Bearer rotated-value" {
+		t.Fatalf("with the entry pinned elsewhere the open tunnel sent %q, want the last values", hideCanary(got))
+	}
+
 	// When no entry gives the tunnel's host a transform any more, the open
 	// tunnel keeps the last values it injected.
 	al, err := allowlist.New([]string{"other.example.com"})
@@ -57,7 +73,7 @@ func TestRotatedSecretReachesOpenTunnel(t *testing.T) {
 		t.Fatal(err)
 	}
 	addrs, _ := allowlist.NewAddrPolicy(allowlist.AddrPolicyOptions{Exempt: []netip.AddrPort{netip.MustParseAddrPort(env.up.hostPort())}})
-	moved := &config.Policy{Allowlist: al, Addrs: addrs, Entries: []config.Entry{{Transform: compileRules(t, map[string]string{"Authorization": "Bearer elsewhere"})}}, Generation: 3}
+	moved := &config.Policy{Allowlist: al, Addrs: addrs, Entries: []config.Entry{{Transform: compileRules(t, map[string]string{"Authorization": "Bearer elsewhere"})}}, Generation: 4}
 	if err := env.gw.srv.SetPolicy(moved); err != nil {
 		t.Fatal(err)
 	}
@@ -66,12 +82,12 @@ func TestRotatedSecretReachesOpenTunnel(t *testing.T) {
 	}
 	// Each request's line names the generation of the entry it was
 	// injected with: the tunnel's, the rotated one, and the rotated one
-	// kept.
+	// kept twice.
 	var gens []any
-	for _, d := range env.gw.logs.waitDecisions(t, 3) {
+	for _, d := range env.gw.logs.waitDecisions(t, 4) {
 		gens = append(gens, d["generation"])
 	}
-	if want := []any{float64(1), float64(2), float64(2)}; !slices.Equal(gens, want) {
+	if want := []any{float64(1), float64(2), float64(2), float64(2)}; !slices.Equal(gens, want) {
 		t.Fatalf("generations on the decision lines = %v, want %v", gens, want)
 	}
 	env.assertNoCanary(t)
