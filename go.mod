@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/elazarl/goproxy v1.9.4
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/google/cel-go v0.31.0
 	github.com/google/nftables v0.3.0

@@ -60,6 +60,10 @@ type Config struct {
 	// DNSDenied is how the sandbox's DNS server answers a name the policy
 	// denies: DNSDeniedRefuse or DNSDeniedSinkhole (network.dns.denied).
 	DNSDenied string
+	// Mode is ModeEnforce, or ModeReport: hosts the allowlist denies are
+	// let through (never with credentials, never past the address policy)
+	// and logged as would-deny (network.mode).
+	Mode string
 	// Timeouts bound the gateway's waits on upstreams; every field is set.
 	Timeouts Timeouts
 	// Entries holds, by allowlist index, what each entry adds; Policy
@@ -160,6 +164,7 @@ func Parse(file string, data []byte, opts Options) (*Config, error) {
 	c.compileEntries(fc.Network.Allowlist, opts.Transform, r)
 	c.compileTimeouts(fc.Timeouts, fc.Network.Allowlist, r)
 	c.compileDNSDenied(fc.Network.DNS.Denied, r)
+	c.compileMode(fc.Network.Mode, r)
 	c.UpstreamCAFile = relativeTo(opts.Transform.Dir, fc.Upstream.CAFile)
 	c.compileCA(fc.CA, opts.Transform.Dir, r)
 	c.compileLimits(fc.Limits, fc.Admin, opts.Transform.Dir, r)

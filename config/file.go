@@ -48,6 +48,8 @@ type fileNetwork struct {
 	Allowlist  []fileEntry `yaml:"allowlist"`
 	AllowCIDRs []string    `yaml:"allow_cidrs"`
 	DNS        fileDNS     `yaml:"dns"`
+	// Mode is enforce (the default) or report; see compileMode.
+	Mode string `yaml:"mode"`
 }
 
 type fileEntry struct {

@@ -31,6 +31,16 @@ type Policy struct {
 	// name (network.dns.denied: sinkhole): addresses of the gateway's
 	// transparent listener, which Addrs never lets anything dial.
 	Sinkhole []netip.Addr
+	// Report is network.mode: report. What the allowlist denies is let
+	// through as a host that matched no entry (JudgeUnlisted: nothing
+	// injected, every address still judged) and logged as would-deny; the
+	// DNS server answers such names too. Names of the loopback interface
+	// stay refused.
+	Report bool
+	// Generation numbers this policy: the config generation it serves,
+	// stamped by the runtime that swaps it in and named on the decision
+	// lines it judges. 0: unnumbered.
+	Generation uint64
 
 	// none is the entry of a match beyond Entries: it adds nothing.
 	none Entry
@@ -50,7 +60,7 @@ type PolicyOptions struct {
 
 // Policy compiles the rules of c, on a host described by o.
 func (c *Config) Policy(o PolicyOptions) (*Policy, error) {
-	p := &Policy{Allowlist: c.Allowlist, Entries: c.Entries, Timeouts: c.Timeouts}
+	p := &Policy{Allowlist: c.Allowlist, Entries: c.Entries, Timeouts: c.Timeouts, Report: c.Reporting()}
 	own := o.Own
 	if c.DNSDenied == DNSDeniedSinkhole {
 		// Never dialled, whatever allow_cidrs says: a connection to them
@@ -125,24 +135,41 @@ func (p *Policy) Judge(ctx context.Context, host string, ip netip.Addr, port uin
 	if !v.Allowed {
 		return v, nil, &NotAllowedError{Host: host}
 	}
+	addrs, err := p.judgeAddrs(ctx, v.Entry, host, ip, port, lookup)
+	return v, addrs, err
+}
+
+// JudgeUnlisted judges a host as one that matched no allowlist entry,
+// whatever the allowlist says: Judge from the allowlist on, with no
+// entry (no transform, no pins). It is what report mode lets through in
+// place of a *NotAllowedError; the verdict is not Allowed, its Entry adds
+// nothing.
+func (p *Policy) JudgeUnlisted(ctx context.Context, host string, ip netip.Addr, port uint16, lookup func(context.Context, string) ([]netip.Addr, error)) (Verdict, []netip.Addr, error) {
+	v := Verdict{Entry: &p.none}
+	addrs, err := p.judgeAddrs(ctx, v.Entry, host, ip, port, lookup)
+	return v, addrs, err
+}
+
+// judgeAddrs is Judge past the allowlist, for the entry e the host matched.
+func (p *Policy) judgeAddrs(ctx context.Context, e *Entry, host string, ip netip.Addr, port uint16, lookup func(context.Context, string) ([]netip.Addr, error)) ([]netip.Addr, error) {
 	if !ip.IsValid() && allowlist.IsLocalhostName(host) {
-		return v, nil, &LocalhostError{Host: host}
+		return nil, &LocalhostError{Host: host}
 	}
 	if ip.IsValid() {
 		one := [1]netip.Addr{ip}
-		if err := p.CheckAddrs(v.Entry, host, port, one[:]); err != nil || lookup == nil {
-			return v, nil, err
+		if err := p.CheckAddrs(e, host, port, one[:]); err != nil || lookup == nil {
+			return nil, err
 		}
-		return v, []netip.Addr{ip}, nil
+		return []netip.Addr{ip}, nil
 	}
 	if lookup == nil {
-		return v, nil, nil
+		return nil, nil
 	}
 	addrs, err := lookup(ctx, host)
 	if err != nil {
-		return v, nil, err
+		return nil, err
 	}
-	return v, addrs, p.CheckAddrs(v.Entry, host, port, addrs)
+	return addrs, p.CheckAddrs(e, host, port, addrs)
 }
 
 // Decide matches a normalised host against the allowlist. A nil Policy

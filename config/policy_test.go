@@ -134,3 +134,33 @@ func TestJudge(t *testing.T) {
 		t.Errorf("name only: %v, %v", addrs, err)
 	}
 }
+
+// TestJudgeUnlisted: report mode's judging of a host the allowlist denies
+// skips the allowlist and any entry's pins, never the rest: a public
+// answer passes with an entry that adds nothing, a private one, localhost
+// names and private literals are refused.
+func TestJudgeUnlisted(t *testing.T) {
+	p := testPolicy(t)
+	answer := map[string][]netip.Addr{
+		"evil.example.net":     {netip.MustParseAddr("198.51.100.9")},
+		"internal.example.net": {netip.MustParseAddr("192.168.1.1")},
+		"api.example.com":      {netip.MustParseAddr("198.51.100.9")}, // outside its pins
+	}
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) { return answer[host], nil }
+	for host, ok := range map[string]bool{
+		"evil.example.net":     true,
+		"api.example.com":      true,
+		"internal.example.net": false,
+		"localhost":            false,
+		"10.0.0.1":             false,
+	} {
+		name, ip, err := allowlist.NormalizeHost(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, addrs, err := p.JudgeUnlisted(context.Background(), name, ip, 443, lookup)
+		if ok != (err == nil) || v.Allowed || v.Entry == nil || v.Entry.Transform != nil || v.Pattern != "" {
+			t.Errorf("%s: verdict %+v, addrs %v, err %v; want passed %v with an entry that adds nothing", host, v, addrs, err, ok)
+		}
+	}
+}

@@ -14,7 +14,11 @@
 //     "localhost" or a name below it are REFUSED.
 //   - The CURRENT allowlist ([Options.Policy], read per query so a reload
 //     takes effect at once) must allow the name, or the answer is REFUSED.
-//     Nothing of a refused name is ever sent upstream.
+//     Nothing of a refused name is ever sent upstream. In report mode
+//     ([config.Policy.Report]) a name the allowlist denies is answered all
+//     the same, as one that matched no entry, with reason "would-deny":
+//     the proxy then sees the connection and logs it; every address is
+//     still judged as below.
 //   - A and AAAA are looked up upstream (LookupNetIP with "ip4"/"ip6" on the
 //     rooted name, so the gateway host's search domains never apply) and
 //     answered only if EVERY address handed out passes the current policy

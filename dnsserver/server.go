@@ -99,7 +99,12 @@ const (
 // ReasonAddressPolicy + ": address 10.0.0.1 is private"; a bad name is
 // ReasonBadName + ": " and NormalizeHost's explanation.
 const (
-	ReasonAllowed       = "allowed"
+	ReasonAllowed = "allowed"
+	// ReasonWouldDeny: a name the allowlist denies, answered all the same
+	// (its addresses judged like any other's) because the policy is in
+	// report mode (config.Policy.Report), so that the proxy sees the
+	// connection and logs it as would-deny.
+	ReasonWouldDeny     = "would-deny"
 	ReasonNoData        = "no-address-of-this-family"
 	ReasonNoSuchName    = "no-such-name"
 	ReasonTypeNoData    = "type-answered-empty" // HTTPS, SVCB
@@ -384,8 +389,14 @@ func (s *Server) decide(r *dns.Msg, d *Decision) (rcode int, ttl uint32) {
 	}
 	p := s.policy()
 	v := p.Decide(name)
+	answered := ReasonAllowed
 	if !v.Allowed {
-		return denied(d, p, q.Qtype, ReasonAllowlist)
+		if p == nil || !p.Report {
+			return denied(d, p, q.Qtype, ReasonAllowlist)
+		}
+		// Report mode: answered as a name that matched no entry (no
+		// pins); the address policy still judges every address.
+		answered = ReasonWouldDeny
 	}
 	switch q.Qtype {
 	case dns.TypeA, dns.TypeAAAA:
@@ -431,7 +442,7 @@ func (s *Server) decide(r *dns.Msg, d *Decision) (rcode int, ttl uint32) {
 	if len(res.addrs) == 0 {
 		return succeed(d, ReasonNoData, exp)
 	}
-	return succeed(d, ReasonAllowed, exp)
+	return succeed(d, answered, exp)
 }
 
 // denied answers a name the policy denies: REFUSED, or with the policy's

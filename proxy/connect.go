@@ -104,7 +104,7 @@ type admission struct {
 func (s *Server) admit(ctx context.Context, t target, d *decision) (admission, *denial) {
 	p := s.policy.Load()
 	g := s.guardFor(p, nil, s.timeoutsFor(p, nil))
-	v, addrs, err := p.Judge(ctx, t.host, t.ip, t.port, g.lookup)
+	v, addrs, err := judge(ctx, p, t, d, g.lookup)
 	d.entry = v.Pattern
 	if err != nil {
 		return admission{}, classifyUpstream(err, t.host)

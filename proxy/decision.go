@@ -35,6 +35,7 @@ const (
 	fieldMethod      = "method"
 	fieldTransparent = "transparent"
 	fieldTLSAlert    = "tls_alert"
+	fieldGeneration  = "generation"
 )
 
 // Verdicts of the decision line and of the metrics' verdict label.
@@ -48,6 +49,9 @@ const (
 	// be reached or broke off, or the client sent too much, too slowly, or
 	// went away mid-request. Its code says which side.
 	VerdictError = "error"
+	// VerdictWouldDeny: the allowlist denies it, but the policy is in
+	// report mode, so it was let through (see judge).
+	VerdictWouldDeny = "would-deny"
 )
 
 // Codes of failures on the client's side. They never reach the client as
@@ -142,6 +146,9 @@ type decision struct {
 	denial *denial // nil: allowed
 	status int
 	alert  string // the TLS alert the client was sent, if any
+
+	generation uint64  // of the policy that judged it; 0: not judged
+	wouldDeny  *denial // the allowlist's refusal that report mode waived
 
 	// mu guards the bytes, counted from two copy goroutines, and the
 	// denial, which a failing copy may record.
@@ -249,6 +256,7 @@ type Record struct {
 	Status      int       `json:"status,omitempty"`
 	TLSAlert    string    `json:"tls_alert,omitempty"`
 	Injected    []string  `json:"injected,omitempty"`
+	Generation  uint64    `json:"generation,omitempty"`
 	BytesIn     int64     `json:"bytes_in"`
 	BytesOut    int64     `json:"bytes_out"`
 	DurationMS  float64   `json:"duration_ms"`
@@ -282,7 +290,7 @@ func (d *decision) record() Record {
 	r := Record{
 		Time: d.start, Client: d.client, Mode: d.mode, Transparent: d.transparent,
 		Host: d.host, Port: d.port, Method: d.method, Verdict: VerdictAllow, Entry: d.entry,
-		SNI: d.sni, TLSAlert: d.alert, Injected: d.injected,
+		SNI: d.sni, TLSAlert: d.alert, Injected: d.injected, Generation: d.generation,
 		DurationMS: durationMS(time.Since(d.start)),
 	}
 	if d.upstream.IsValid() {
@@ -291,8 +299,11 @@ func (d *decision) record() Record {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r.Status = d.status
-	if d.denial != nil {
+	switch {
+	case d.denial != nil:
 		r.Verdict, r.Code, r.Reason = verdictOf(d.denial.code), d.denial.code, d.denial.reason
+	case d.wouldDeny != nil:
+		r.Verdict, r.Code, r.Reason = VerdictWouldDeny, d.wouldDeny.code, d.wouldDeny.reason
 	}
 	r.BytesIn, r.BytesOut = d.bytesIn, d.bytesOut
 	return r
@@ -357,6 +368,9 @@ func (d *decision) finish() {
 		}
 		if len(r.Injected) > 0 {
 			ev = ev.Strs(fieldInjected, r.Injected)
+		}
+		if r.Generation != 0 {
+			ev = ev.Uint64(fieldGeneration, r.Generation)
 		}
 		ev.Int64(fieldBytesIn, r.BytesIn).
 			Int64(fieldBytesOut, r.BytesOut).

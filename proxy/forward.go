@@ -75,7 +75,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	}
 	// The name now; a name's addresses when it is dialled (the guard).
 	p := s.policy.Load()
-	v, _, err := p.Judge(r.Context(), t.host, t.ip, t.port, nil)
+	v, _, err := judge(r.Context(), p, t, d, nil)
 	d.entry = v.Pattern
 	if err != nil {
 		return r, s.refuse(r, d, classifyUpstream(err, t.host))

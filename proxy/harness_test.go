@@ -103,6 +103,7 @@ type gatewayConfig struct {
 	leaves   *ca.LeafCache    // for MITM
 	limits   Limits
 	observer Observer
+	report   bool // network.mode: report
 }
 
 func startGateway(t testing.TB, gc gatewayConfig) *gateway {
@@ -130,7 +131,7 @@ func startGateway(t testing.TB, gc gatewayConfig) *gateway {
 	}
 	logs := &logBuffer{}
 	o := Options{
-		Policy:   &config.Policy{Allowlist: al, Addrs: addrs, Entries: gc.entries},
+		Policy:   &config.Policy{Allowlist: al, Addrs: addrs, Entries: gc.entries, Report: gc.report, Generation: 1},
 		Leaves:   gc.leaves,
 		Resolver: res,
 		Logger:   zerolog.New(logs),

@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/config"
@@ -87,7 +88,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 
 	// The explicit listener's framing check, on the decrypted stream.
 	fc := newFramingConn(s.watch(tlsConn, tunnel), s.maxHdr)
-	h := &mitmHandler{s: s, t: t, rules: rules, tunnel: tunnel, framing: fc, up: up}
+	h := &mitmHandler{s: s, t: t, dest: dest, admitted: injection{entry: rules, generation: tunnel.generation}, tunnel: tunnel, framing: fc, up: up}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		Transport:      exchangeTransport{},
@@ -104,9 +105,14 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 
 // mitmHandler serves the requests inside one intercepted tunnel.
 type mitmHandler struct {
-	s     *Server
-	t     target
-	rules *config.Entry
+	s    *Server
+	t    target
+	dest Target // the judged addresses, the only ones dialled
+	// admitted is the entry the tunnel was admitted with, and its
+	// policy's generation; latest what the last request was injected
+	// with (nil: admitted). See currentEntry.
+	admitted injection
+	latest   atomic.Pointer[injection]
 	// tunnel is the decision of the tunnel the requests arrive in: their
 	// lines carry its identity, and the first request takes its line
 	// over (handOff).
@@ -145,7 +151,9 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	ex := &exchange{d: d, host: h.t.host, entry: h.rules, scrub: h.rules.Transform.Scrubber(), up: h.up}
+	inj := h.currentEntry()
+	d.generation = inj.generation
+	ex := &exchange{d: d, host: h.t.host, entry: inj.entry, scrub: inj.entry.Transform.Scrubber(), up: h.up}
 	h.proxy.ServeHTTP(w, withExchange(r, ex))
 	if ex.switched != nil {
 		// A switched connection's line is written when ReverseProxy closes

@@ -64,13 +64,14 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"serve":   {"run the egress gateway", runServe},
-		"check":   {"validate a gateway config file", runCheck},
-		"version": {"print the version", runVersion},
-		"ca":      {"create the gateway's CA, print its certificate", runCA},
-		"hooks":   {"run and check tool-execution hooks (hooks.json)", runHooks},
-		"policy":  {"check, test and serve a declarative tool policy (policy.yaml)", runPolicy},
-		"sandbox": {"run a command in a network namespace whose only way out is the gateway", runSandbox},
+		"serve":     {"run the egress gateway", runServe},
+		"check":     {"validate a gateway config file", runCheck},
+		"version":   {"print the version", runVersion},
+		"ca":        {"create the gateway's CA, print its certificate", runCA},
+		"hooks":     {"run and check tool-execution hooks (hooks.json)", runHooks},
+		"policy":    {"check, test and serve a declarative tool policy (policy.yaml)", runPolicy},
+		"allowlist": {"suggest an allowlist from decision lines (report mode rollout)", runAllowlist},
+		"sandbox":   {"run a command in a network namespace whose only way out is the gateway", runSandbox},
 	}
 }
 

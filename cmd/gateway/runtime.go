@@ -109,6 +109,7 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	if err != nil {
 		return nil, err
 	}
+	p.Generation = 1
 	resolver := newResolver(cfg.DNSServers, o.dialControl)
 	g.proxy, err = proxy.New(proxy.Options{
 		Policy: p,
@@ -136,6 +137,7 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	g.pending.Store(&[]string{})
 	g.generation.Store(1)
 	g.metrics.SetGeneration(1)
+	g.announceMode(cfg)
 	return g, nil
 }
 
@@ -171,6 +173,7 @@ func (g *gateway) reload(context.Context) (admin.ReloadResult, error) {
 		Strs("pending_restart", pending).
 		Msg("config reloaded")
 	g.warnOpenAdmin()
+	g.announceMode(g.cfg.Load())
 	return admin.ReloadResult{Generation: gen, PendingRestart: pending}, nil
 }
 
@@ -188,6 +191,7 @@ func (g *gateway) swap() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	p.Generation = g.generation.Load() + 1 // under reloadMu
 	if err := g.proxy.SetPolicy(p); err != nil {
 		return 0, fmt.Errorf("%s: %w (the CA is read at start: restart to add one)", cfg.File, err)
 	}

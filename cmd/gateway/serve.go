@@ -29,6 +29,8 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	fs.StringVar(&o.listenAdmin, "admin", "", "admin API listen `address`, overriding listen.admin")
 	fs.StringVar(&o.upstreamCA, "upstream-ca", "", "extra root certificates `file` (PEM) for upstream TLS, on top of upstream.ca_file")
 	redirect := fs.Bool("redirect", false, "shared-namespace mode: install nftables rules in this network namespace that send all other\nprocesses' TCP to listen.transparent and their DNS to listen.dns (needs root); removed on exit")
+	keepRules := fs.Bool("keep-rules", false, "with --redirect: leave the redirect rules in place when the gateway exits, so that the other\nprocesses of the namespace have no way out until it is back (a sidecar: fail closed)")
+	watch := fs.Bool("watch", false, "reload when the config file or a file it references (${file:} secrets) changes, as SIGHUP does;\nfollows the ..data symlink swap of Kubernetes ConfigMap and Secret volumes")
 	var testAllow stringList
 	fs.Var(&testAllow, "test-allow-upstream", "FOR TESTS ONLY: exempt exactly this `IP:PORT` from the address policy (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
@@ -65,6 +67,12 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		logger.Warn().Str("upstream", ap.String()).
 			Msg("TEST MODE: --test-allow-upstream exempts this address from the address policy; never use it in production")
 	}
+	if *keepRules && !*redirect {
+		return fmt.Errorf("%w: --keep-rules needs --redirect", errUsage)
+	}
+	if *watch && o.configFile == "" {
+		return fmt.Errorf("%w: --watch needs --config (the built-in config never changes)", errUsage)
+	}
 	if *redirect {
 		if cfg.TransparentListen == "" || cfg.DNSListen == "" {
 			return fmt.Errorf("%w: --redirect needs listen.transparent and listen.dns in the config", errUsage)
@@ -92,6 +100,10 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 			return err
 		}
 		defer func() {
+			if *keepRules {
+				logger.Info().Msg("leaving the redirect rules in place (--keep-rules): the namespace has no way out until the gateway is back")
+				return
+			}
 			if err := remove(); err != nil {
 				logger.Error().Err(err).Msg("removing the redirect rules")
 			}
@@ -115,6 +127,14 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if ls.admin != nil {
 		g.admin, g.adminToken = ls.admin.Addr(), g.token != ""
 		adminSrv = serveAdmin(g.adminHandler(g.token), ls.admin, logger)
+	}
+	if *watch {
+		reload := func(ctx context.Context) error { _, err := g.reload(ctx); return err }
+		stop, err := startWatch(o.configFile, defaultWatchDebounce, reload, logger)
+		if err != nil {
+			return fmt.Errorf("--watch: %w", err)
+		}
+		defer stop()
 	}
 	g.ready.Store(true)
 	g.warnOpenAdmin() // before "gateway listening", which tools wait for

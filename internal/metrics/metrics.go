@@ -62,6 +62,7 @@ type Metrics struct {
 	generation     prometheus.Gauge
 	limited        *prometheus.CounterVec // code
 	activeConns    prometheus.Gauge
+	reportMode     prometheus.Gauge
 }
 
 // New returns a Metrics whose metrics, plus the Go runtime and process
@@ -95,6 +96,8 @@ func New() *Metrics {
 			"code"),
 		activeConns: f.gauge("active_connections",
 			"Client connections currently open on the gateway's proxy listeners (explicit and transparent), from accept to close."),
+		reportMode: f.gauge("report_mode",
+			"1 while network.mode is report (hosts the allowlist denies are let through and logged as would-deny), else 0."),
 	}
 	reloads := f.counterVec("reloads_total",
 		"Config reloads (SIGHUP or POST /v1/reload), by result (ok, error).",
@@ -232,6 +235,18 @@ func (m *Metrics) Reload(ok bool) {
 	} else {
 		m.reloadError.Inc()
 	}
+}
+
+// SetReportMode records whether the config in effect is in report mode.
+func (m *Metrics) SetReportMode(on bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.reportMode.Set(v)
 }
 
 // SetGeneration records the generation of the config now in effect.

@@ -1,0 +1,37 @@
+package proxy
+
+import "github.com/hookgate/hookgate/config"
+
+// injection is the entry a request inside an intercepted tunnel is
+// injected and scrubbed with, and the generation of the policy it belongs
+// to.
+type injection struct {
+	entry      *config.Entry
+	generation uint64
+}
+
+// currentEntry is the entry a request inside this intercepted tunnel gets:
+// the tunnel stays bound to what it was admitted with (its host, its
+// allowlist pattern, its judged addresses), but the entry comes from the
+// policy in force now when that still matches the tunnel's host with the
+// same pattern, an entry that injects, and pins that the tunnel's
+// addresses are inside. So a rotated token (a reload after a Secret
+// changed) is injected from the next request on, without closing tunnels.
+// Otherwise (the pattern is gone, no longer injects, or pins the host
+// elsewhere) the tunnel keeps the entry its last request had, as every
+// open connection keeps its policy: a new credential never goes to an
+// address its entry does not allow.
+func (h *mitmHandler) currentEntry() injection {
+	p := h.s.policy.Load()
+	v := p.Decide(h.t.host)
+	if v.Allowed && v.Pattern == h.tunnel.entry && v.Entry.Transform != nil &&
+		p.CheckAddrs(v.Entry, h.t.host, h.t.port, h.dest.Addrs) == nil {
+		now := injection{entry: v.Entry, generation: p.Generation}
+		h.latest.Store(&now)
+		return now
+	}
+	if last := h.latest.Load(); last != nil {
+		return *last
+	}
+	return h.admitted
+}
