@@ -20,6 +20,8 @@ type fileConfig struct {
 	Limits   fileLimits   `yaml:"limits"`
 	Timeouts fileTimeouts `yaml:"timeouts"`
 	Log      fileLog      `yaml:"log"`
+	Tenants  []fileTenant `yaml:"tenants"`
+	Auth     fileAuth     `yaml:"auth"`
 }
 
 type fileAdmin struct {

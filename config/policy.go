@@ -31,6 +31,10 @@ type Policy struct {
 	// name (network.dns.denied: sinkhole): addresses of the gateway's
 	// transparent listener, which Addrs never lets anything dial.
 	Sinkhole []netip.Addr
+	// Tenants, if not nil, are the sandboxes this generation tells apart,
+	// each with its own policy; this Policy is then the one of clients no
+	// tenant claims (unless Tenants.Required refuses them).
+	Tenants *Tenants
 
 	// none is the entry of a match beyond Entries: it adds nothing.
 	none Entry
@@ -63,12 +67,25 @@ func (c *Config) Policy(o PolicyOptions) (*Policy, error) {
 		return nil, err
 	}
 	p.Addrs = addrs
+	if p.Tenants, err = c.tenantPolicies(o); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
 // HasTransforms reports whether any entry injects credentials (and so the
 // gateway needs its CA to intercept TLS with).
-func (p *Policy) HasTransforms() bool { return hasTransforms(p.Entries) }
+func (p *Policy) HasTransforms() bool {
+	if hasTransforms(p.Entries) {
+		return true
+	}
+	for _, t := range p.Tenants.List() {
+		if t.Policy.HasTransforms() {
+			return true
+		}
+	}
+	return false
+}
 
 // Verdict is what a Policy says of a host name.
 type Verdict struct {

@@ -22,6 +22,12 @@ import (
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	d := newDecision(&s.sink, clientAddr(r), modeTunnel)
 	d.method = r.Method
+	id, den := s.identify(r)
+	d.tenant = id.tenant
+	if den != nil {
+		s.refuseConnect(w, d, den)
+		return
+	}
 
 	if r.URL.User != nil || strings.Contains(r.Host, "@") {
 		s.refuseConnect(w, d, badRequest(r.Host, "userinfo is not allowed in a CONNECT target"))
@@ -38,7 +44,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		s.refuseConnect(w, d, den)
 		return
 	}
-	adm, den := s.admit(r.Context(), t, d)
+	adm, den := s.admit(r.Context(), id.policy, t, d)
 	if den != nil {
 		s.refuseConnect(w, d, den)
 		return
@@ -100,9 +106,9 @@ type admission struct {
 }
 
 // admit judges a target and the addresses it resolves to against the
-// current policy. Explicit and transparent mode share it.
-func (s *Server) admit(ctx context.Context, t target, d *decision) (admission, *denial) {
-	p := s.policy.Load()
+// policy the client was identified with (the current generation's, or its
+// tenant's in it). Explicit and transparent mode share it.
+func (s *Server) admit(ctx context.Context, p *config.Policy, t target, d *decision) (admission, *denial) {
 	g := s.guardFor(p, nil, s.timeoutsFor(p, nil))
 	v, addrs, err := p.Judge(ctx, t.host, t.ip, t.port, g.lookup)
 	d.entry = v.Pattern

@@ -18,6 +18,7 @@ import (
 // line").
 const (
 	fieldClient      = "client"
+	fieldTenant      = "tenant"
 	fieldHost        = "host"
 	fieldPort        = "port"
 	fieldMode        = "mode"
@@ -128,6 +129,7 @@ type decision struct {
 	sink     *sink
 	start    time.Time
 	client   string
+	tenant   string // the tenant the client was recognised as; "" for none
 	method   string
 	mode     string
 	host     string
@@ -235,6 +237,7 @@ func brokeOff(err error, host, what string) *denial {
 type Record struct {
 	Time        time.Time `json:"time"`
 	Client      string    `json:"client"`
+	Tenant      string    `json:"tenant,omitempty"`
 	Mode        string    `json:"mode"`
 	Transparent bool      `json:"transparent,omitempty"`
 	Host        string    `json:"host"`
@@ -280,7 +283,7 @@ type sink struct {
 
 func (d *decision) record() Record {
 	r := Record{
-		Time: d.start, Client: d.client, Mode: d.mode, Transparent: d.transparent,
+		Time: d.start, Client: d.client, Tenant: d.tenant, Mode: d.mode, Transparent: d.transparent,
 		Host: d.host, Port: d.port, Method: d.method, Verdict: VerdictAllow, Entry: d.entry,
 		SNI: d.sni, TLSAlert: d.alert, Injected: d.injected,
 		DurationMS: durationMS(time.Since(d.start)),
@@ -331,6 +334,9 @@ func (d *decision) finish() {
 			Str(fieldHost, r.Host).
 			Uint16(fieldPort, r.Port).
 			Str(fieldVerdict, r.Verdict)
+		if r.Tenant != "" {
+			ev = ev.Str(fieldTenant, r.Tenant)
+		}
 		if r.Transparent {
 			ev = ev.Bool(fieldTransparent, true)
 		}

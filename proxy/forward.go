@@ -57,6 +57,11 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	ex := &exchange{d: d}
 	ctx.UserData = ex
 	ctx.RoundTripper = goproxy.RoundTripperFunc(s.roundTrip)
+	id, den := s.identify(r)
+	d.tenant = id.tenant
+	if den != nil {
+		return r, s.refuse(r, d, den)
+	}
 
 	var defaultPort uint16
 	switch strings.ToLower(r.URL.Scheme) {
@@ -74,7 +79,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		return r, s.refuse(r, d, den)
 	}
 	// The name now; a name's addresses when it is dialled (the guard).
-	p := s.policy.Load()
+	p := id.policy
 	v, _, err := p.Judge(r.Context(), t.host, t.ip, t.port, nil)
 	d.entry = v.Pattern
 	if err != nil {
@@ -109,7 +114,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 // listener, that connection's own upstream connection first (see
 // upstreamSlot).
 func (s *Server) forwardUpstream(r *http.Request, p *config.Policy, ex *exchange) {
-	ex.up = upstreamTripper{transport: s.transports.get(ex.timeouts)}
+	ex.up = upstreamTripper{transport: s.transports.get(ex.timeouts, ex.d.tenant)}
 	fc, ok := r.Context().Value(connKey{}).(*framingConn)
 	if !ok || r.URL.Scheme != "http" {
 		return

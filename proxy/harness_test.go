@@ -103,6 +103,9 @@ type gatewayConfig struct {
 	leaves   *ca.LeafCache    // for MITM
 	limits   Limits
 	observer Observer
+	// policy, if set, replaces the policy built from allow, cidrs and
+	// entries (a compiled config with tenants).
+	policy *config.Policy
 }
 
 func startGateway(t testing.TB, gc gatewayConfig) *gateway {
@@ -137,6 +140,9 @@ func startGateway(t testing.TB, gc gatewayConfig) *gateway {
 		Timeouts: gc.timeouts,
 		Limits:   gc.limits,
 		Observer: gc.observer,
+	}
+	if gc.policy != nil {
+		o.Policy = gc.policy
 	}
 	if gc.roots != nil {
 		o.UpstreamRoots = gc.roots.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs

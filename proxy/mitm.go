@@ -123,6 +123,7 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The tunnel became requests: each has its own line from now on.
 	h.tunnel.handOff()
 	d := newDecision(&h.s.sink, h.tunnel.client, modeMITM)
+	d.tenant = h.tunnel.tenant
 	d.method, d.host, d.port, d.entry, d.sni = r.Method, h.t.host, h.t.port, h.tunnel.entry, h.tunnel.sni
 	d.transparent = h.tunnel.transparent
 	den := h.framing.refusalFor(r)

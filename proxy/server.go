@@ -137,6 +137,10 @@ type Server struct {
 
 	limiter *connLimiter
 
+	// authFailures rate-limits failed proxy authentications per client
+	// address.
+	authFailures authLimiter
+
 	bufs sync.Pool // *[]byte of relayBufSize, lent to tunnels while bytes move
 
 	// origDst recovers a redirected connection's destination; OriginalDst,
