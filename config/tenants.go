@@ -406,3 +406,16 @@ func (ts *Tenants) ByClient(a netip.Addr) (*Tenant, bool) {
 	}
 	return nil, false
 }
+
+// ForClient is the policy of a client known only by its address (a
+// transparent connection, a DNS query): its tenant's, by client range,
+// with the tenant's name; else p itself and "". A nil Policy stays nil.
+func (p *Policy) ForClient(a netip.Addr) (*Policy, string) {
+	if p == nil {
+		return nil, ""
+	}
+	if t, ok := p.Tenants.ByClient(a); ok {
+		return t.Policy, t.Name
+	}
+	return p, ""
+}
