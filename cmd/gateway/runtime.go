@@ -278,6 +278,17 @@ func (g *gateway) warnOpenAdmin() {
 		Msg("the admin API listens beyond loopback without a token: whoever reaches it can reload the config and read every decision; set admin.token_file, or listen on 127.0.0.1")
 }
 
+// decisionTenant is the tenant of a decision in the ring; "" for none.
+func decisionTenant(v any) string {
+	switch d := v.(type) {
+	case proxyDecision:
+		return d.Tenant
+	case dnsDecisionView:
+		return d.Tenant
+	}
+	return ""
+}
+
 // proxyDecision is a proxy decision in the ring of recent decisions.
 type proxyDecision struct {
 	Kind string `json:"kind"`
@@ -289,6 +300,7 @@ type dnsDecisionView struct {
 	Kind       string    `json:"kind"`
 	Time       time.Time `json:"time"`
 	Client     string    `json:"client"`
+	Tenant     string    `json:"tenant,omitempty"`
 	Name       string    `json:"name"`
 	Type       string    `json:"type"`
 	Verdict    string    `json:"verdict"`
@@ -301,6 +313,7 @@ func (g *gateway) observer() proxy.Observer {
 	return proxy.Observer{
 		Decision: func(r proxy.Record) {
 			g.metrics.Request(r.Mode, r.Verdict, string(r.Code), r.Entry)
+			g.metrics.TenantRequest(r.Tenant, r.Verdict, string(r.Code))
 			if len(r.Injected) > 0 {
 				g.metrics.Injection(r.Entry)
 			}
@@ -326,7 +339,7 @@ func (g *gateway) observer() proxy.Observer {
 func (g *gateway) dnsDecision(d dnsserver.Decision) {
 	g.metrics.DNS(d.Verdict)
 	g.recent.Add(dnsDecisionView{
-		Kind: "dns", Time: time.Now().Add(-d.Duration), Client: d.Client, Name: d.Name, Type: d.Type,
+		Kind: "dns", Time: time.Now().Add(-d.Duration), Client: d.Client, Tenant: d.Tenant, Name: d.Name, Type: d.Type,
 		Verdict: d.Verdict, Reason: d.Reason, Cached: d.Cached, DurationMS: durationMS(d.Duration),
 	})
 }
@@ -342,7 +355,10 @@ func (g *gateway) adminHandler(token string) http.Handler {
 		Config:    func() any { return newConfigView(g.cfg.Load(), g.generation.Load(), *g.pending.Load()) },
 		Reload:    g.reload,
 		Decisions: func(limit int) any { return g.recent.Last(limit) },
-		Redact:    g.proxy.Redact,
+		TenantDecisions: func(limit int, tenant string) any {
+			return g.recent.Matching(limit, func(v any) bool { return decisionTenant(v) == tenant })
+		},
+		Redact: g.proxy.Redact,
 	})
 }
 
