@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -22,6 +23,15 @@ type fileTenant struct {
 	Network   fileNetwork     `yaml:"network"`
 	ProxyAuth []fileProxyAuth `yaml:"proxy_auth"`
 	Clients   []string        `yaml:"clients"`
+	Limits    fileTenantLimit `yaml:"limits"`
+}
+
+// fileTenantLimit bounds what one tenant may use of a shared gateway.
+type fileTenantLimit struct {
+	MaxConnections    int     `yaml:"max_connections"`
+	RequestsPerSecond float64 `yaml:"requests_per_second"`
+	Burst             int     `yaml:"burst"`
+	BytesPerMinute    int64   `yaml:"bytes_per_minute"`
 }
 
 // fileProxyAuth is one credential a tenant's clients present in
@@ -56,6 +66,22 @@ type TenantConfig struct {
 	Credentials []Credential
 	// Clients are the source ranges of its clients.
 	Clients []netip.Prefix
+	// Limits bound its use of the gateway; zero fields are no limit.
+	Limits TenantLimits
+}
+
+// TenantLimits bound what one tenant may use of a shared gateway. A zero
+// field is no limit.
+type TenantLimits struct {
+	// MaxConnections caps its tunnels and forwarded requests open at once.
+	MaxConnections int
+	// RequestsPerSecond and Burst are a token bucket over its requests
+	// and tunnels; Burst defaults to RequestsPerSecond rounded up.
+	RequestsPerSecond float64
+	Burst             int
+	// BytesPerMinute caps the bytes its clients send and receive in each
+	// minute: a cap on volume, against exfiltration.
+	BytesPerMinute int64
 }
 
 // Credential is one proxy credential of a tenant. It holds only the SHA-256
@@ -114,7 +140,7 @@ func compileTenant(ft fileTenant, topts transform.Options, r *reporter) TenantCo
 	sub.compileNetwork(ft.Network, r)
 	sub.compileEntries(ft.Network.Allowlist, topts, r)
 	sub.compileTimeouts(fileTimeouts{}, ft.Network.Allowlist, r)
-	t := TenantConfig{Name: name, Allowlist: sub.Allowlist, AllowCIDRs: sub.AllowCIDRs, Entries: sub.Entries}
+	t := TenantConfig{Name: name, Allowlist: sub.Allowlist, AllowCIDRs: sub.AllowCIDRs, Entries: sub.Entries, Limits: compileTenantLimits(ft.Limits, r)}
 	for i, fa := range ft.ProxyAuth {
 		if cred, ok := compileCredential(fa, fmt.Sprintf("proxy_auth[%d]", i), topts, r); ok {
 			t.Credentials = append(t.Credentials, cred)
@@ -136,6 +162,26 @@ func compileTenant(ft fileTenant, topts transform.Options, r *reporter) TenantCo
 		r.at("name", "tenant %q has no way to be recognised; give it proxy_auth, clients, or both", name)
 	}
 	return t
+}
+
+func compileTenantLimits(fl fileTenantLimit, r *reporter) TenantLimits {
+	l := TenantLimits{MaxConnections: fl.MaxConnections, RequestsPerSecond: fl.RequestsPerSecond, Burst: fl.Burst, BytesPerMinute: fl.BytesPerMinute}
+	if l.MaxConnections < 0 {
+		r.at("limits.max_connections", "must be 0 (no limit) or more, got %d", l.MaxConnections)
+	}
+	if l.RequestsPerSecond < 0 || l.RequestsPerSecond > 1e9 {
+		r.at("limits.requests_per_second", "must be from 0 (no limit) to 1e9, got %g", l.RequestsPerSecond)
+	}
+	if l.Burst < 0 || (l.Burst > 0 && l.RequestsPerSecond == 0) {
+		r.at("limits.burst", "must be 0 or more, and only with requests_per_second")
+	}
+	if l.Burst == 0 && l.RequestsPerSecond > 0 {
+		l.Burst = int(math.Ceil(l.RequestsPerSecond))
+	}
+	if l.BytesPerMinute < 0 {
+		r.at("limits.bytes_per_minute", "must be 0 (no limit) or more, got %d", l.BytesPerMinute)
+	}
+	return l
 }
 
 // parsePrefixOrAddr reads a CIDR, or one address as its own /32 or /128.

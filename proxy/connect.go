@@ -24,6 +24,9 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	d.method = r.Method
 	id, den := s.identify(r)
 	d.tenant = id.tenant
+	if den == nil {
+		den = s.admitTenant(d, id, true)
+	}
 	if den != nil {
 		s.refuseConnect(w, d, den)
 		return

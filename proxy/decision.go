@@ -141,6 +141,11 @@ type decision struct {
 
 	transparent bool // arrived on the transparent listener
 
+	// account, for a tenant with limits, counts its bytes; holdsConn:
+	// the decision holds one of the tenant's connections until finish.
+	account   *tenantAccount
+	holdsConn bool
+
 	denial *denial // nil: allowed
 	status int
 	alert  string // the TLS alert the client was sent, if any
@@ -168,12 +173,14 @@ func (d *decision) addIn(n int64) {
 	d.mu.Lock()
 	d.bytesIn += n
 	d.mu.Unlock()
+	d.account.addBytes(n)
 }
 
 func (d *decision) addOut(n int64) {
 	d.mu.Lock()
 	d.bytesOut += n
 	d.mu.Unlock()
+	d.account.addBytes(n)
 }
 
 // setUpstream records the address a connection was dialled to.
@@ -319,6 +326,9 @@ func (d *decision) answer(w http.ResponseWriter, den *denial) {
 // calls it; nothing if the decision was handed off.
 func (d *decision) finish() {
 	d.once.Do(func() {
+		if d.holdsConn {
+			d.account.tl.release(d.account.tenant)
+		}
 		if d.handedOff.Load() {
 			return
 		}

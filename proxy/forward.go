@@ -59,6 +59,9 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	ctx.RoundTripper = goproxy.RoundTripperFunc(s.roundTrip)
 	id, den := s.identify(r)
 	d.tenant = id.tenant
+	if den == nil {
+		den = s.admitTenant(d, id, true)
+	}
 	if den != nil {
 		return r, s.refuse(r, d, den)
 	}

@@ -34,6 +34,16 @@ var proxyAuthChallenges = []string{`Basic ` + realm + `, charset="UTF-8"`, `Bear
 type identity struct {
 	tenant string
 	policy *config.Policy
+	limits config.TenantLimits
+}
+
+// identityOf is the identity of a tenant of the current generation.
+func identityOf(t *config.Tenant) identity {
+	id := identity{tenant: t.Name, policy: t.Policy}
+	if t.Config != nil {
+		id.limits = t.Config.Limits
+	}
+	return id
 }
 
 // identify selects the policy of an explicit request (a CONNECT, or an
@@ -58,10 +68,10 @@ func (s *Server) identify(r *http.Request) (identity, *denial) {
 		return s.identifyCredentials(ts, client, values)
 	}
 	if t, ok := tenantOfCert(ts, r); ok {
-		return identity{tenant: t.Name, policy: t.Policy}, nil
+		return identityOf(t), nil
 	}
 	if t, ok := ts.ByClient(client); ok {
-		return identity{tenant: t.Name, policy: t.Policy}, nil
+		return identityOf(t), nil
 	}
 	if ts.Required {
 		return identity{}, proxyAuthRequired("this gateway serves identified clients only: send Proxy-Authorization (e.g. HTTPS_PROXY=http://user:password@gateway:3128)")
@@ -98,7 +108,7 @@ func (s *Server) identifyCredentials(ts *config.Tenants, client netip.Addr, valu
 		s.authFailures.fail(client, time.Now())
 		return identity{}, proxyAuthRequired("the proxy credentials are not valid")
 	}
-	return identity{tenant: t.Name, policy: t.Policy}, nil
+	return identityOf(t), nil
 }
 
 // identifyAddr selects the policy of a transparent connection by its
@@ -110,7 +120,7 @@ func identifyAddr(gen *config.Policy, client netip.Addr) (identity, *denial) {
 		return identity{policy: gen}, nil
 	}
 	if t, ok := ts.ByClient(client); ok {
-		return identity{tenant: t.Name, policy: t.Policy}, nil
+		return identityOf(t), nil
 	}
 	if ts.Required {
 		return identity{}, deny(CodeAllowlist, http.StatusForbidden, "", "this address belongs to no tenant of the gateway, so nothing is allowed")

@@ -140,6 +140,8 @@ type Server struct {
 	// authFailures rate-limits failed proxy authentications per client
 	// address.
 	authFailures authLimiter
+	// tenantUse counts what each tenant uses, for tenants[].limits.
+	tenantUse tenantLimiter
 
 	bufs sync.Pool // *[]byte of relayBufSize, lent to tunnels while bytes move
 

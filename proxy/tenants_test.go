@@ -76,7 +76,13 @@ tenants:
 // address policy.
 func tenantPolicy(t testing.TB, required bool, exempt ...string) *config.Policy {
 	t.Helper()
-	c, err := config.Parse("tenants.yaml", []byte(fmt.Sprintf(tenantYAML, fmt.Sprint(required))), config.Options{Transform: transform.Options{
+	return tenantPolicyText(t, fmt.Sprintf(tenantYAML, fmt.Sprint(required)), exempt...)
+}
+
+// tenantPolicyText compiles a config with the tenant tests' secrets.
+func tenantPolicyText(t testing.TB, text string, exempt ...string) *config.Policy {
+	t.Helper()
+	c, err := config.Parse("tenants.yaml", []byte(text), config.Options{Transform: transform.Options{
 		Dir:       t.TempDir(),
 		LookupEnv: func(name string) (string, bool) { v, ok := tenantEnv[name]; return v, ok },
 	}})
@@ -105,6 +111,11 @@ type tenantEnvGW struct {
 
 func newTenantGateway(t *testing.T, required bool) *tenantEnvGW {
 	t.Helper()
+	return newTenantGatewayText(t, fmt.Sprintf(tenantYAML, fmt.Sprint(required)))
+}
+
+func newTenantGatewayText(t *testing.T, text string) *tenantEnvGW {
+	t.Helper()
 	authority, pool := newCA(t)
 	tlsUp := newUpstream(t, true, nil)
 	plain := newUpstream(t, false, nil)
@@ -113,7 +124,7 @@ func newTenantGateway(t *testing.T, required bool) *tenantEnvGW {
 		names[n] = []string{"127.0.0.1"}
 	}
 	gw := startGateway(t, gatewayConfig{
-		policy: tenantPolicy(t, required, tlsUp.hostPort(), plain.hostPort()),
+		policy: tenantPolicyText(t, text, tlsUp.hostPort(), plain.hostPort()),
 		names:  names,
 		roots:  tlsUp.Server,
 		leaves: ca.NewLeafCache(authority, 16),

@@ -75,6 +75,9 @@ func (s *Server) serveTransparentConn(c net.Conn) {
 	}
 	switch b := first[0]; {
 	case b == 0x16:
+		if idDen == nil {
+			idDen = s.admitTenant(d, id, true)
+		}
 		s.serveTransparentTLS(ss, first[:], orig, id, idDen)
 	case b >= 'A' && b <= 'Z':
 		_ = c.SetReadDeadline(time.Time{})
