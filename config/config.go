@@ -77,6 +77,9 @@ type Config struct {
 	Tenants []TenantConfig
 	// AuthRequired refuses clients that no tenant claims (auth.required).
 	AuthRequired bool
+	// ProxyTLS, if set, makes the explicit listener TLS with client
+	// certificates (listen.proxy_tls).
+	ProxyTLS *ProxyTLS
 	// Warnings are things in the file that work but surely do not do what
 	// was meant (an entry that can never be reached).
 	Warnings []*Error
@@ -176,6 +179,7 @@ func Parse(file string, data []byte, opts Options) (*Config, error) {
 	c.compileTimeouts(fc.Timeouts, fc.Network.Allowlist, r)
 	c.compileDNSDenied(fc.Network.DNS.Denied, r)
 	c.compileTenants(fc.Tenants, fc.Auth, opts.Transform, r)
+	c.compileProxyTLS(fc.Listen.ProxyTLS, opts.Transform.Dir, r)
 	c.UpstreamCAFile = relativeTo(opts.Transform.Dir, fc.Upstream.CAFile)
 	c.compileCA(fc.CA, opts.Transform.Dir, r)
 	c.compileLimits(fc.Limits, fc.Admin, opts.Transform.Dir, r)

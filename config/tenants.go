@@ -23,7 +23,11 @@ type fileTenant struct {
 	Network   fileNetwork     `yaml:"network"`
 	ProxyAuth []fileProxyAuth `yaml:"proxy_auth"`
 	Clients   []string        `yaml:"clients"`
-	Limits    fileTenantLimit `yaml:"limits"`
+	// ClientCerts are the names (subject common name or DNS SAN) of the
+	// client certificates that identify the tenant on a TLS proxy
+	// listener (listen.proxy_tls).
+	ClientCerts []string        `yaml:"client_certs"`
+	Limits      fileTenantLimit `yaml:"limits"`
 }
 
 // fileTenantLimit bounds what one tenant may use of a shared gateway.
@@ -66,6 +70,8 @@ type TenantConfig struct {
 	Credentials []Credential
 	// Clients are the source ranges of its clients.
 	Clients []netip.Prefix
+	// ClientCerts are the client certificate names that identify it.
+	ClientCerts []string
 	// Limits bound its use of the gateway; zero fields are no limit.
 	Limits TenantLimits
 }
@@ -158,8 +164,15 @@ func compileTenant(ft fileTenant, topts transform.Options, r *reporter) TenantCo
 			t.Clients = append(t.Clients, pfx)
 		}
 	}
-	if len(ft.ProxyAuth) == 0 && len(ft.Clients) == 0 {
-		r.at("name", "tenant %q has no way to be recognised; give it proxy_auth, clients, or both", name)
+	for i, n := range ft.ClientCerts {
+		if n = strings.TrimSpace(n); n == "" {
+			r.at(fmt.Sprintf("client_certs[%d]", i), "an empty certificate name")
+			continue
+		}
+		t.ClientCerts = append(t.ClientCerts, n)
+	}
+	if len(ft.ProxyAuth) == 0 && len(ft.Clients) == 0 && len(ft.ClientCerts) == 0 {
+		r.at("name", "tenant %q has no way to be recognised; give it proxy_auth, clients or client_certs", name)
 	}
 	return t
 }
@@ -273,6 +286,15 @@ func tenantNode(root *yaml.Node, i int) *yaml.Node {
 // the same basic user, the same bearer token, or overlapping client ranges
 // in two tenants.
 func checkTenantOverlaps(ts []TenantConfig, r *reporter) {
+	certs := map[string]int{}
+	for i, t := range ts {
+		for j, n := range t.ClientCerts {
+			if first, dup := certs[n]; dup && first != i {
+				r.at(fmt.Sprintf("tenants[%d].client_certs[%d]", i, j), "%q also names tenants[%d]; a certificate names one tenant", n, first)
+			}
+			certs[n] = i
+		}
+	}
 	users := map[string]int{}
 	tokens := map[[sha256.Size]byte]int{}
 	for i, t := range ts {
@@ -320,6 +342,7 @@ type Tenants struct {
 	basic    map[string]basicCred
 	bearer   map[[sha256.Size]byte]*Tenant
 	clients  []clientRange
+	certs    map[string]*Tenant
 }
 
 // Tenant is one tenant of a generation: its name and its own policy.
@@ -351,6 +374,7 @@ func (c *Config) tenantPolicies(o PolicyOptions) (*Tenants, error) {
 		byName:   make(map[string]*Tenant, len(c.Tenants)),
 		basic:    map[string]basicCred{},
 		bearer:   map[[sha256.Size]byte]*Tenant{},
+		certs:    map[string]*Tenant{},
 	}
 	for i := range c.Tenants {
 		tc := &c.Tenants[i]
@@ -369,6 +393,9 @@ func (c *Config) tenantPolicies(o PolicyOptions) (*Tenants, error) {
 			case CredentialBearer:
 				ts.bearer[cred.digest] = t
 			}
+		}
+		for _, n := range tc.ClientCerts {
+			ts.certs[n] = t
 		}
 		for _, pfx := range tc.Clients {
 			ts.clients = append(ts.clients, clientRange{pfx: pfx, tenant: t})
@@ -405,6 +432,23 @@ func (ts *Tenants) ByName(name string) (*Tenant, bool) {
 	}
 	t, ok := ts.byName[name]
 	return t, ok
+}
+
+// ByCert finds the tenant of a verified client certificate by the names
+// it holds: its subject common name, then its DNS names.
+func (ts *Tenants) ByCert(commonName string, dnsNames []string) (*Tenant, bool) {
+	if ts == nil {
+		return nil, false
+	}
+	if t, ok := ts.certs[commonName]; ok && commonName != "" {
+		return t, true
+	}
+	for _, n := range dnsNames {
+		if t, ok := ts.certs[n]; ok {
+			return t, true
+		}
+	}
+	return nil, false
 }
 
 // Basic finds the tenant of a basic user and checks the password, in
@@ -464,4 +508,23 @@ func (p *Policy) ForClient(a netip.Addr) (*Policy, string) {
 		return t.Policy, t.Name
 	}
 	return p, ""
+}
+
+// ProxyTLS is listen.proxy_tls: the explicit listener speaks TLS with
+// CertFile and KeyFile, and asks every client for a certificate that
+// ClientCAFile's CAs issued; the certificate's name selects the tenant
+// (tenants[].client_certs). Read at start only.
+type ProxyTLS struct {
+	CertFile, KeyFile, ClientCAFile string
+}
+
+func (c *Config) compileProxyTLS(f fileProxyTLS, dir string, r *reporter) {
+	if f == (fileProxyTLS{}) {
+		return
+	}
+	if f.CertFile == "" || f.KeyFile == "" || f.ClientCAFile == "" {
+		r.at("listen.proxy_tls", "set cert_file, key_file and client_ca_file (the CA that issues the sandboxes' client certificates)")
+		return
+	}
+	c.ProxyTLS = &ProxyTLS{CertFile: relativeTo(dir, f.CertFile), KeyFile: relativeTo(dir, f.KeyFile), ClientCAFile: relativeTo(dir, f.ClientCAFile)}
 }

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -48,8 +50,8 @@ func identityOf(t *config.Tenant) identity {
 
 // identify selects the policy of an explicit request (a CONNECT, or an
 // absolute-form request) from the current generation: the tenant its
-// Proxy-Authorization names, else the tenant its client certificate
-// names, else the tenant of its source address, else the top-level
+// client certificate names (a TLS listener), else the tenant its
+// Proxy-Authorization names, else the tenant of its source address, else the top-level
 // policy, unless tenants are required. Proxy-Authorization is removed from
 // the request, whatever it said: it is for the gateway alone.
 func (s *Server) identify(r *http.Request) (identity, *denial) {
@@ -64,11 +66,13 @@ func (s *Server) identify(r *http.Request) (identity, *denial) {
 		return identifyAddr(gen, clientIP(r.RemoteAddr))
 	}
 	client := clientIP(r.RemoteAddr)
-	if len(values) > 0 {
-		return s.identifyCredentials(ts, client, values)
-	}
+	// A verified client certificate is the strongest identity there is: it
+	// wins over any header.
 	if t, ok := tenantOfCert(ts, r); ok {
 		return identityOf(t), nil
+	}
+	if len(values) > 0 {
+		return s.identifyCredentials(ts, client, values)
 	}
 	if t, ok := ts.ByClient(client); ok {
 		return identityOf(t), nil
@@ -321,5 +325,18 @@ func (l *authLimiter) forgetRefilled(now time.Time) {
 // tenantOfCert is the tenant a verified client certificate names; false
 // when the connection has none.
 func tenantOfCert(ts *config.Tenants, r *http.Request) (*config.Tenant, bool) {
-	return nil, false
+	c, ok := r.Context().Value(connKey{}).(net.Conn)
+	if !ok {
+		return nil, false
+	}
+	tc, ok := layerOf[*tls.Conn](c)
+	if !ok {
+		return nil, false
+	}
+	st := tc.ConnectionState()
+	if len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
+		return nil, false
+	}
+	leaf := st.VerifiedChains[0][0]
+	return ts.ByCert(leaf.Subject.CommonName, leaf.DNSNames)
 }
