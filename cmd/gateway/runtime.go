@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -217,6 +218,8 @@ func startSettings() []startSetting {
 	return []startSetting{
 		{"listen.proxy", func(a, b *config.Config) bool { return a.ProxyListen != b.ProxyListen },
 			func(d, s *config.Config) { d.ProxyListen = s.ProxyListen }},
+		{"listen.proxy_tls", func(a, b *config.Config) bool { return !reflect.DeepEqual(a.ProxyTLS, b.ProxyTLS) },
+			func(d, s *config.Config) { d.ProxyTLS = s.ProxyTLS }},
 		{"listen.transparent", func(a, b *config.Config) bool { return a.TransparentListen != b.TransparentListen },
 			func(d, s *config.Config) { d.TransparentListen = s.TransparentListen }},
 		{"listen.dns", func(a, b *config.Config) bool { return a.DNSListen != b.DNSListen },

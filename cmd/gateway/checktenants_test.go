@@ -1,0 +1,60 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hookgate/hookgate/ca"
+)
+
+// TestCheckShowsTenants: `gateway check` shows per tenant how it is
+// recognised, what it allows and injects, and its limits — never a secret
+// or its hash.
+func TestCheckShowsTenants(t *testing.T) {
+	const pass, token = "hg-canary-check-pass-0f3a", "hg-canary-check-token-b61e"
+	t.Setenv("HG_CHECK_PASS", pass)
+	t.Setenv("HG_CHECK_TOKEN", token)
+	dir := t.TempDir()
+	if _, _, err := ca.Init(filepath.Join(dir, "ca")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "gateway.yaml")
+	writeFile(t, cfg, `listen: {proxy: 127.0.0.1:0, admin: 127.0.0.1:0}
+ca: {cert_file: ca/ca.pem, key_file: ca/ca-key.pem}
+auth: {required: true}
+tenants:
+  - name: team-a
+    proxy_auth: [{type: basic, user: team-a, password: "${env:HG_CHECK_PASS}"}]
+    clients: [192.0.2.0/28]
+    limits: {requests_per_second: 5, bytes_per_minute: 1000000}
+    network:
+      allowlist:
+        - {domain: api.example.com, transform: {Authorization: "Bearer ${env:HG_CHECK_TOKEN}"}}
+        - {domain: "*.github.com"}
+`)
+	out, errOut, code := runCLI(t, "check", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"auth.required  true",
+		"tenant team-a",
+		"identified by  proxy_auth basic user team-a; clients 192.0.2.0/28",
+		"api.example.com (exact) injects Authorization",
+		"*.github.com (",
+		"limits         requests_per_second 5 (burst 5), bytes_per_minute 1000000",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, s := range []string{pass, token} {
+		sum := sha256.Sum256([]byte(s))
+		if strings.Contains(out+errOut, s) || strings.Contains(out+errOut, hex.EncodeToString(sum[:])) {
+			t.Fatal("check shows a secret or its hash")
+		}
+	}
+}
