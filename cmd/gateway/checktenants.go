@@ -79,3 +79,34 @@ func limitsText(l config.TenantLimits) string {
 	}
 	return orNone(strings.Join(parts, ", "))
 }
+
+// tenantView is a tenant as GET /v1/config shows it: how it is recognised
+// (credential kinds and users, never a secret or its hash), its allowlist
+// with transforms as written, and its limits.
+type tenantView struct {
+	Name         string      `json:"name"`
+	IdentifiedBy []string    `json:"identified_by"`
+	Allowlist    []entryView `json:"allowlist"`
+	AllowCIDRs   []string    `json:"allow_cidrs"`
+	Limits       string      `json:"limits"`
+}
+
+func tenantViews(c *config.Config) []tenantView {
+	var out []tenantView
+	for _, t := range c.Tenants {
+		tv := tenantView{Name: t.Name, IdentifiedBy: identifiedBy(t), Limits: limitsText(t.Limits), AllowCIDRs: []string{}}
+		for _, e := range t.Allowlist.Entries() {
+			ev := entryView{Domain: e.Domain, Kind: e.Kind.String()}
+			if e.Index < len(t.Entries) {
+				ev.Transform = t.Entries[e.Index].Transform.References()
+				ev.AllowPlaintext = t.Entries[e.Index].AllowPlaintext
+			}
+			tv.Allowlist = append(tv.Allowlist, ev)
+		}
+		for _, p := range t.AllowCIDRs {
+			tv.AllowCIDRs = append(tv.AllowCIDRs, p.String())
+		}
+		out = append(out, tv)
+	}
+	return out
+}

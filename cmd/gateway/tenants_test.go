@@ -105,4 +105,7 @@ func TestGatewayTenants(t *testing.T) {
 	if !strings.Contains(texts[0], `"tenant":"team-a"`) {
 		t.Fatal("no decision line names team-a")
 	}
+	if !strings.Contains(texts[3], `"identified_by":["proxy_auth basic user team-a"]`) || !strings.Contains(texts[3], `"Authorization":"Bearer ${env:HG_OPS_TOKEN}"`) {
+		t.Fatalf("/v1/config does not show the tenants:\n%s", texts[3])
+	}
 }
