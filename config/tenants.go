@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -341,8 +342,17 @@ type Tenants struct {
 	byName   map[string]*Tenant
 	basic    map[string]basicCred
 	bearer   map[[sha256.Size]byte]*Tenant
-	clients  []clientRange
-	certs    map[string]*Tenant
+	// clients holds the client ranges by prefix length, longest first:
+	// a lookup costs one map probe per distinct length, however many
+	// tenants there are. Ranges never overlap (checked at load).
+	clients []clientRanges
+	certs   map[string]*Tenant
+}
+
+type clientRanges struct {
+	bits   int
+	is4    bool
+	ranges map[netip.Prefix]*Tenant
 }
 
 // Tenant is one tenant of a generation: its name and its own policy.
@@ -355,11 +365,6 @@ type Tenant struct {
 
 type basicCred struct {
 	digest [sha256.Size]byte
-	tenant *Tenant
-}
-
-type clientRange struct {
-	pfx    netip.Prefix
 	tenant *Tenant
 }
 
@@ -398,7 +403,7 @@ func (c *Config) tenantPolicies(o PolicyOptions) (*Tenants, error) {
 			ts.certs[n] = t
 		}
 		for _, pfx := range tc.Clients {
-			ts.clients = append(ts.clients, clientRange{pfx: pfx, tenant: t})
+			ts.addClients(pfx, t)
 		}
 	}
 	return ts, nil
@@ -490,11 +495,30 @@ func (ts *Tenants) ByClient(a netip.Addr) (*Tenant, bool) {
 	}
 	a = a.Unmap()
 	for _, cr := range ts.clients {
-		if cr.pfx.Contains(a) {
-			return cr.tenant, true
+		if cr.is4 != a.Is4() {
+			continue
+		}
+		pfx, err := a.Prefix(cr.bits)
+		if err != nil {
+			continue
+		}
+		if t, ok := cr.ranges[pfx]; ok {
+			return t, true
 		}
 	}
 	return nil, false
+}
+
+// addClients indexes a client range of t.
+func (ts *Tenants) addClients(pfx netip.Prefix, t *Tenant) {
+	is4 := pfx.Addr().Is4()
+	i := slices.IndexFunc(ts.clients, func(cr clientRanges) bool { return cr.bits == pfx.Bits() && cr.is4 == is4 })
+	if i < 0 {
+		ts.clients = append(ts.clients, clientRanges{bits: pfx.Bits(), is4: is4, ranges: map[netip.Prefix]*Tenant{}})
+		slices.SortFunc(ts.clients, func(a, b clientRanges) int { return b.bits - a.bits })
+		i = slices.IndexFunc(ts.clients, func(cr clientRanges) bool { return cr.bits == pfx.Bits() && cr.is4 == is4 })
+	}
+	ts.clients[i].ranges[pfx] = t
 }
 
 // ForClient is the policy of a client known only by its address (a

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -172,4 +173,59 @@ func thousandTenants(n int) []byte {
 `, i, i, i, i/256, i%256, i)
 	}
 	return []byte(sb.String())
+}
+
+// BenchmarkTenantsSelect is the per-request cost of finding a client's
+// tenant among 1,000: by client address, by basic credential, by bearer
+// token.
+func BenchmarkTenantsSelect(b *testing.B) {
+	c, err := Parse("c.yaml", thousandTenants(1000), Options{Transform: transform.Options{LookupEnv: func(n string) (string, bool) { return "secret-" + n, true }}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := c.Policy(PolicyOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := p.Tenants
+	addr := netip.MustParseAddr("10.3.200.9")
+	b.Run("by-client", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if t, ok := ts.ByClient(addr); !ok || t.Name != "t968" {
+				b.Fatal("not found")
+			}
+		}
+	})
+	b.Run("basic", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, ok := ts.Basic("t968", "secret-P968"); !ok {
+				b.Fatal("not found")
+			}
+		}
+	})
+}
+
+// TestThousandTenantsMemory reports what 1,000 compiled tenants hold on
+// the heap (a figure for the docs, not a limit).
+func TestThousandTenantsMemory(t *testing.T) {
+	text := thousandTenants(1000)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	c, err := Parse("c.yaml", text, Options{Transform: transform.Options{LookupEnv: func(n string) (string, bool) { return "secret-" + n, true }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Policy(PolicyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if len(p.Tenants.Names()) != 1000 {
+		t.Fatalf("%d tenants", len(p.Tenants.Names()))
+	}
+	t.Logf("1,000 tenants: %.1f MiB retained (config and compiled policies)", float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20))
+	runtime.KeepAlive(c)
+	runtime.KeepAlive(p)
 }
