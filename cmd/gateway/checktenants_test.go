@@ -58,3 +58,8 @@ tenants:
 		}
 	}
 }
+
+// tenantsEnv are the secrets configs/tenants.yaml names.
+var tenantsEnv = map[string]string{
+	"TEAM_A_PROXY_PASS": "p", "TEAM_B_PROXY_TOKEN": "t", "TEAM_A_API_TOKEN": "a", "TEAM_B_API_TOKEN": "b",
+}
