@@ -620,3 +620,18 @@ func FuzzParseProxyAuthorization(f *testing.F) {
 		}
 	})
 }
+
+// TestTenantSecretsRedacted: the log's and the admin API's scrubber knows
+// every tenant's injected secrets, not only the top-level ones.
+func TestTenantSecretsRedacted(t *testing.T) {
+	e := newTenantGateway(t, true)
+	for _, secret := range []string{tokenA, tokenB} {
+		e.gw.srv.stdLogger().Printf("upstream said %q", "Bearer "+secret)
+		if got := e.gw.srv.Redact("echo: " + secret); strings.Contains(got, secret) {
+			t.Fatal("Redact let a tenant's secret through")
+		}
+	}
+	if logs := e.gw.logs.String(); strings.Contains(logs, tokenA) || strings.Contains(logs, tokenB) || !strings.Contains(logs, "[redacted]") {
+		t.Fatal("the log holds a tenant's secret, or nothing was redacted")
+	}
+}

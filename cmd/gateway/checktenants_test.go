@@ -4,10 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hookgate/hookgate/ca"
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/sandbox"
+	"github.com/hookgate/hookgate/transform"
 )
 
 // TestCheckShowsTenants: `gateway check` shows per tenant how it is
@@ -62,4 +66,25 @@ tenants:
 // tenantsEnv are the secrets configs/tenants.yaml names.
 var tenantsEnv = map[string]string{
 	"TEAM_A_PROXY_PASS": "p", "TEAM_B_PROXY_TOKEN": "t", "TEAM_A_API_TOKEN": "a", "TEAM_B_API_TOKEN": "b",
+}
+
+// TestSandboxEnvWithoutTenantSecrets: the secrets a tenant's transforms
+// read do not reach a command `sandbox exec` runs, like the top-level ones.
+func TestSandboxEnvWithoutTenantSecrets(t *testing.T) {
+	const secret = "hg-canary-tenant-env-77aa"
+	cfg, err := config.Parse("test.yaml", []byte(`ca: {cert_file: /nonexistent/ca.pem, key_file: /nonexistent/ca-key.pem}
+tenants:
+  - name: a
+    clients: [192.0.2.1]
+    network:
+      allowlist:
+        - {domain: api.example.com, transform: {Authorization: "Bearer ${env:TENANT_TOKEN}"}}
+`), config.Options{Transform: transform.Options{LookupEnv: func(k string) (string, bool) { return secret, k == "TENANT_TOKEN" }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sandbox.CommandEnv([]string{"PATH=/usr/bin", "TENANT_TOKEN=" + secret, "COPY=x" + secret}, configTransforms(cfg), "")
+	if !slices.Equal(got, []string{"PATH=/usr/bin"}) {
+		t.Errorf("the command's environment has %d variables, want PATH only", len(got))
+	}
 }
