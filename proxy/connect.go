@@ -22,15 +22,6 @@ import (
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	d := newDecision(&s.sink, clientAddr(r), modeTunnel)
 	d.method = r.Method
-	id, den := s.identify(r)
-	d.tenant = id.tenant
-	if den == nil {
-		den = s.admitTenant(d, id, true)
-	}
-	if den != nil {
-		s.refuseConnect(w, d, den)
-		return
-	}
 
 	if r.URL.User != nil || strings.Contains(r.Host, "@") {
 		s.refuseConnect(w, d, badRequest(r.Host, "userinfo is not allowed in a CONNECT target"))
@@ -43,6 +34,16 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	t, den := parseTarget(rawHost, rawPort, 0)
 	d.host, d.port = t.host, t.port
+	if den != nil {
+		s.refuseConnect(w, d, den)
+		return
+	}
+	// Who asks, before anything is judged, resolved or dialled.
+	id, den := s.identify(r)
+	d.tenant = id.tenant
+	if den == nil {
+		den = s.admitTenant(d, id, true)
+	}
 	if den != nil {
 		s.refuseConnect(w, d, den)
 		return

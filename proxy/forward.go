@@ -57,14 +57,6 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	ex := &exchange{d: d}
 	ctx.UserData = ex
 	ctx.RoundTripper = goproxy.RoundTripperFunc(s.roundTrip)
-	id, den := s.identify(r)
-	d.tenant = id.tenant
-	if den == nil {
-		den = s.admitTenant(d, id, true)
-	}
-	if den != nil {
-		return r, s.refuse(r, d, den)
-	}
 
 	var defaultPort uint16
 	switch strings.ToLower(r.URL.Scheme) {
@@ -78,6 +70,16 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	t, den := parseTarget(r.URL.Hostname(), r.URL.Port(), defaultPort)
 	d.host, d.port = t.host, t.port
 	ex.host = t.host
+	if den != nil {
+		return r, s.refuse(r, d, den)
+	}
+	// Who asks, before anything is judged, resolved or dialled: the
+	// tenant's policy is the one the name is judged by.
+	id, den := s.identify(r)
+	d.tenant = id.tenant
+	if den == nil {
+		den = s.admitTenant(d, id, true)
+	}
 	if den != nil {
 		return r, s.refuse(r, d, den)
 	}
