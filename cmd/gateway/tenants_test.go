@@ -105,6 +105,17 @@ func TestGatewayTenants(t *testing.T) {
 	if !strings.Contains(texts[0], `"tenant":"team-a"`) {
 		t.Fatal("no decision line names team-a")
 	}
+	// A reload without team-b: its next request gets 407, team-a's go on.
+	sg.rewrite(t, strings.Split(e.tenantConfig(), "  - name: team-b")[0])
+	if code, body := sg.admin(t, "POST", "/v1/reload"); code != 200 {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	if code, body := get(t, b, e.url("example.com", "/")); code != 0 || !strings.Contains(body, "Proxy Authentication Required") {
+		t.Fatalf("the removed tenant after the reload: %d %s", code, body)
+	}
+	if code, _ := get(t, a, e.url("inject.example.com", "/")); code != 200 {
+		t.Fatalf("team-a after the reload: %d", code)
+	}
 	if !strings.Contains(texts[3], `"identified_by":["proxy_auth basic user team-a"]`) || !strings.Contains(texts[3], `"Authorization":"Bearer ${env:HG_OPS_TOKEN}"`) {
 		t.Fatalf("/v1/config does not show the tenants:\n%s", texts[3])
 	}
