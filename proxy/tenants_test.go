@@ -296,6 +296,7 @@ func TestProxyAuthCases(t *testing.T) {
 		{"bearer", "Bearer " + bearerB, 200, "team-b"},
 		{"wrong password", basicHeader("team-a", passA+"x"), 407, ""},
 		{"unknown user", basicHeader("team-z", passA), 407, ""},
+		{"user with a colon (splits at the first)", basicHeader("team-a:x", passA), 407, ""},
 		{"bearer token sent as basic", basicHeader("team-b", bearerB), 407, ""},
 		{"basic password sent as bearer", "Bearer " + passA, 407, ""},
 		{"missing header", "", 407, ""},
