@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"errors"
+	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -149,4 +152,54 @@ func (s *Server) admitTenant(d *decision, id identity, conn bool) *denial {
 		d.holdsConn = true
 	}
 	return nil
+}
+
+// errVolume ends a tunnel direction of a tenant over its bytes per minute.
+var errVolume = errors.New("the tenant's bytes per minute are spent")
+
+// over reports whether the tenant's bytes of this minute, with pending
+// bytes not yet counted, reach its cap.
+func (a *tenantAccount) over(pending int64) bool {
+	if a == nil || a.limits.BytesPerMinute <= 0 {
+		return false
+	}
+	a.tl.mu.Lock()
+	defer a.tl.mu.Unlock()
+	u := a.tl.use(a.tenant)
+	u.roll(a.tl.now())
+	return u.bytes+pending > a.limits.BytesPerMinute
+}
+
+// volumeConn is one side of a tenant's opaque tunnel, as the relay writes
+// to it: a write that would take the tenant past its bytes per minute (the
+// minute's count plus what this tunnel moved so far, which is counted when
+// it ends) fails, which ends that direction, and the tunnel's line says
+// why. Bytes are never cut short of the cap by more than one write.
+type volumeConn struct {
+	net.Conn
+	d     *decision
+	moved *atomic.Int64 // this tunnel's bytes so far, both ways
+}
+
+func (c *volumeConn) Write(p []byte) (int, error) {
+	if c.d.account.over(c.moved.Load() + int64(len(p))) {
+		c.d.fail(deny(CodeTenantVolume, 0, c.d.host, "tenant %s moved its %d bytes for this minute; the tunnel was cut", c.d.account.tenant, c.d.account.limits.BytesPerMinute))
+		return 0, errVolume
+	}
+	n, err := c.Conn.Write(p)
+	c.moved.Add(int64(n))
+	return n, err
+}
+
+// NetConn keeps the layers walkable (half-close, socket options).
+func (c *volumeConn) NetConn() net.Conn { return c.Conn }
+
+// volumeGuarded are the two ends of a tunnel as its relay writes to them:
+// wrapped in volumeConn for a tenant with a volume cap, else as they are.
+func volumeGuarded(d *decision, client, upstream net.Conn) (net.Conn, net.Conn) {
+	if d.account == nil || d.account.limits.BytesPerMinute <= 0 {
+		return client, upstream
+	}
+	moved := new(atomic.Int64)
+	return &volumeConn{Conn: client, d: d, moved: moved}, &volumeConn{Conn: upstream, d: d, moved: moved}
 }

@@ -3,9 +3,12 @@ package proxy
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,5 +127,32 @@ func TestTenantLimiterBucket(t *testing.T) {
 	}
 	if den := tl.admit("a", l, false, now.Add(500*time.Millisecond)); den != nil {
 		t.Fatalf("after half a second at 2/s: %v", den)
+	}
+}
+
+// TestTenantVolumeCutsTunnel: an opaque tunnel that would take its tenant
+// past its bytes per minute is cut, with no more than one relay write
+// beyond the cap reaching the upstream.
+func TestTenantVolumeCutsTunnel(t *testing.T) {
+	const limit = 100_000
+	var got atomic.Int64
+	e := newTenantGatewayText(t, limitedYAML(fmt.Sprintf("{bytes_per_minute: %d}", limit)), func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		got.Add(n)
+	})
+	a := e.clientAs(t, url.UserPassword("team-a", passA), "")
+	a.Transport.(*http.Transport).TLSClientConfig.RootCAs = e.gw.srv.roots
+	body := strings.NewReader(strings.Repeat("x", 10*limit))
+	resp, err := a.Post("https://a-only.example.com:"+e.tlsUp.port()+"/", "text/plain", body)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("a 1 MB upload through a tunnel with a cap of %d bytes: status %d, want the tunnel cut", limit, resp.StatusCode)
+	}
+	if n := got.Load(); n > limit {
+		t.Fatalf("the upstream got %d body bytes, beyond the cap of %d", n, limit)
+	}
+	lines := e.gw.logs.waitDecisions(t, 1)
+	if lines[0]["code"] != string(CodeTenantVolume) || lines[0]["tenant"] != "team-a" {
+		t.Fatalf("the tunnel's line: %v", lines[0])
 	}
 }

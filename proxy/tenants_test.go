@@ -114,10 +114,16 @@ func newTenantGateway(t *testing.T, required bool) *tenantEnvGW {
 	return newTenantGatewayText(t, fmt.Sprintf(tenantYAML, fmt.Sprint(required)))
 }
 
-func newTenantGatewayText(t *testing.T, text string) *tenantEnvGW {
+// newTenantGatewayText is newTenantGateway with a config of its own, and
+// optionally the TLS upstream's handler.
+func newTenantGatewayText(t *testing.T, text string, tlsHandler ...http.HandlerFunc) *tenantEnvGW {
 	t.Helper()
 	authority, pool := newCA(t)
-	tlsUp := newUpstream(t, true, nil)
+	var h http.HandlerFunc
+	if len(tlsHandler) > 0 {
+		h = tlsHandler[0]
+	}
+	tlsUp := newUpstream(t, true, h)
 	plain := newUpstream(t, false, nil)
 	names := map[string][]string{}
 	for _, n := range []string{"api.example.com", "a-only.example.com", "b-only.example.com"} {
