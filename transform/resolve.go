@@ -1,10 +1,10 @@
 package transform
 
-import "fmt"
+import "errors"
 
 // ErrLiteralSecret: a value that must come from a reference was written
 // out in the file itself.
-var ErrLiteralSecret = fmt.Errorf("%w: write the secret as ${file:PATH} or ${env:NAME}, not in the file", ErrInvalidValue)
+var ErrLiteralSecret = errors.New("a secret written in the file; give it as ${file:PATH} or ${env:NAME}, or give its sha256")
 
 // ResolveSecret resolves a credential written as references (${env:NAME},
 // ${file:PATH}, possibly with literal text around them), the way header
