@@ -552,3 +552,17 @@ func (c *Config) compileProxyTLS(f fileProxyTLS, dir string, r *reporter) {
 	}
 	c.ProxyTLS = &ProxyTLS{CertFile: relativeTo(dir, f.CertFile), KeyFile: relativeTo(dir, f.KeyFile), ClientCAFile: relativeTo(dir, f.ClientCAFile)}
 }
+
+// Intercepts reports whether the policy, or any of its tenants' policies,
+// injects credentials into requests to host (and so intercepts its TLS).
+func (p *Policy) Intercepts(host string) bool {
+	if v := p.Decide(host); v.Allowed && v.Entry.Transform != nil {
+		return true
+	}
+	for _, t := range p.Tenants.List() {
+		if v := t.Policy.Decide(host); v.Allowed && v.Entry.Transform != nil {
+			return true
+		}
+	}
+	return false
+}

@@ -89,6 +89,9 @@ tenants:
 			t.Errorf("%s: got %v", tc.name, tc.t)
 		}
 	}
+	if p.Intercepts("a.example.com") {
+		t.Error("a host no policy injects into is intercepted")
+	}
 	a, _ := ts.ByName("team-a")
 	if !a.Policy.Decide("a.example.com").Allowed || a.Policy.Decide("b.example.com").Allowed || p.Decide("a.example.com").Allowed {
 		t.Error("each tenant's allowlist must be its own, and the top-level one apart")
@@ -228,4 +231,29 @@ func TestThousandTenantsMemory(t *testing.T) {
 	t.Logf("1,000 tenants: %.1f MiB retained (config and compiled policies)", float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20))
 	runtime.KeepAlive(c)
 	runtime.KeepAlive(p)
+}
+
+func TestInterceptsAcrossTenants(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(`
+ca: {cert_file: ca.pem, key_file: ca.key}
+network:
+  allowlist: [{domain: top.example.com, transform: {X-K: "${env:T}"}}, {domain: plain.example.com}]
+tenants:
+  - name: a
+    clients: [192.0.2.1]
+    network:
+      allowlist: [{domain: tenant.example.com, transform: {X-K: "${env:T}"}}, {domain: plain.example.com}]
+`), Options{Transform: transform.Options{LookupEnv: func(string) (string, bool) { return tenantEnvSecret, true }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Policy(PolicyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]bool{"top.example.com": true, "tenant.example.com": true, "plain.example.com": false, "other.example.com": false} {
+		if got := p.Intercepts(host); got != want {
+			t.Errorf("Intercepts(%s) = %v, want %v", host, got, want)
+		}
+	}
 }

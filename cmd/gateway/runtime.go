@@ -195,11 +195,9 @@ func (g *gateway) swap() (uint64, error) {
 	g.cfg.Store(cfg)
 	g.pending.Store(&pending)
 	if g.leaves != nil {
-		// Leaves of hosts that no longer get credentials are dropped.
-		g.leaves.Retain(func(host string) bool {
-			v := p.Decide(host)
-			return v.Allowed && v.Entry.Transform != nil
-		})
+		// Leaves of hosts that no longer get credentials (from the
+		// top-level policy or any tenant's) are dropped.
+		g.leaves.Retain(p.Intercepts)
 	}
 	return g.generation.Add(1), nil
 }
