@@ -76,6 +76,14 @@ type Config struct {
 	CACertFile, CAKeyFile string
 	// LogLevel is the minimum level logged.
 	LogLevel zerolog.Level
+	// Tenants are the sandboxes a shared gateway tells apart, each with
+	// its own network block (tenants); empty: one policy for every client.
+	Tenants []TenantConfig
+	// AuthRequired refuses clients that no tenant claims (auth.required).
+	AuthRequired bool
+	// ProxyTLS, if set, makes the explicit listener TLS with client
+	// certificates (listen.proxy_tls).
+	ProxyTLS *ProxyTLS
 	// Warnings are things in the file that work but surely do not do what
 	// was meant (an entry that can never be reached).
 	Warnings []*Error
@@ -99,7 +107,17 @@ type Entry struct {
 
 // HasTransforms reports whether any entry injects headers (and so the
 // gateway needs its CA).
-func (c *Config) HasTransforms() bool { return hasTransforms(c.Entries) }
+func (c *Config) HasTransforms() bool {
+	if hasTransforms(c.Entries) {
+		return true
+	}
+	for _, t := range c.Tenants {
+		if hasTransforms(t.Entries) {
+			return true
+		}
+	}
+	return false
+}
 
 // EntryOf is what an allowlist entry of c adds: the one place that maps
 // an allowlist entry to its Entry. Nil for an entry c does not know.
@@ -165,6 +183,8 @@ func Parse(file string, data []byte, opts Options) (*Config, error) {
 	c.compileTimeouts(fc.Timeouts, fc.Network.Allowlist, r)
 	c.compileDNSDenied(fc.Network.DNS.Denied, r)
 	c.compileMode(fc.Network.Mode, r)
+	c.compileTenants(fc.Tenants, fc.Auth, opts.Transform, r)
+	c.compileProxyTLS(fc.Listen.ProxyTLS, opts.Transform.Dir, r)
 	c.UpstreamCAFile = relativeTo(opts.Transform.Dir, fc.Upstream.CAFile)
 	c.compileCA(fc.CA, opts.Transform.Dir, r)
 	c.compileLimits(fc.Limits, fc.Admin, opts.Transform.Dir, r)
@@ -203,6 +223,10 @@ type reporter struct {
 	// no second error.
 	bad      map[string]bool
 	warnings []*Error
+	// prefix is put before every field named (a tenant's own network
+	// block is reported as tenants[i].network...); root is then the
+	// tenant's node, so that lines are found relative to it.
+	prefix string
 }
 
 // at records an error about a field, at the field's line.
@@ -212,15 +236,15 @@ func (r *reporter) at(field, format string, args ...any) {
 
 // atLine records an error at a known line.
 func (r *reporter) atLine(line int, field, format string, args ...any) {
-	if coveredBy(r.bad, field) {
+	if coveredBy(r.bad, r.prefix+field) {
 		return
 	}
-	*r.errs = append(*r.errs, &Error{File: r.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+	*r.errs = append(*r.errs, &Error{File: r.file, Line: line, Field: r.prefix + field, Msg: fmt.Sprintf(format, args...)})
 }
 
 // warn records a warning about a field.
 func (r *reporter) warn(field, format string, args ...any) {
-	r.warnings = append(r.warnings, &Error{File: r.file, Line: lineOf(r.root, field), Field: field, Msg: fmt.Sprintf(format, args...)})
+	r.warnings = append(r.warnings, &Error{File: r.file, Line: lineOf(r.root, field), Field: r.prefix + field, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (c *Config) compileListen(l fileListen, r *reporter) {

@@ -20,6 +20,8 @@ type fileConfig struct {
 	Limits   fileLimits   `yaml:"limits"`
 	Timeouts fileTimeouts `yaml:"timeouts"`
 	Log      fileLog      `yaml:"log"`
+	Tenants  []fileTenant `yaml:"tenants"`
+	Auth     fileAuth     `yaml:"auth"`
 }
 
 type fileAdmin struct {
@@ -42,6 +44,15 @@ type fileListen struct {
 	Transparent string  `yaml:"transparent"`
 	DNS         string  `yaml:"dns"`
 	Admin       *string `yaml:"admin"`
+	// ProxyTLS makes the explicit listener speak TLS and ask for client
+	// certificates.
+	ProxyTLS fileProxyTLS `yaml:"proxy_tls"`
+}
+
+type fileProxyTLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
 }
 
 type fileNetwork struct {

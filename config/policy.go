@@ -41,9 +41,23 @@ type Policy struct {
 	// stamped by the runtime that swaps it in and named on the decision
 	// lines it judges. 0: unnumbered.
 	Generation uint64
+	// Tenants, if not nil, are the sandboxes this generation tells apart,
+	// each with its own policy; this Policy is then the one of clients no
+	// tenant claims (unless Tenants.Required refuses them).
+	Tenants *Tenants
 
 	// none is the entry of a match beyond Entries: it adds nothing.
 	none Entry
+}
+
+// SetGeneration numbers p and every tenant's policy in it with the config
+// generation n they serve, so that each decision line names the generation
+// of the policy that judged it, whoever the client was.
+func (p *Policy) SetGeneration(n uint64) {
+	p.Generation = n
+	for _, t := range p.Tenants.List() {
+		t.Policy.Generation = n
+	}
 }
 
 // PolicyOptions are what a Policy needs beyond the config file: facts of
@@ -73,12 +87,25 @@ func (c *Config) Policy(o PolicyOptions) (*Policy, error) {
 		return nil, err
 	}
 	p.Addrs = addrs
+	if p.Tenants, err = c.tenantPolicies(o); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
 // HasTransforms reports whether any entry injects credentials (and so the
 // gateway needs its CA to intercept TLS with).
-func (p *Policy) HasTransforms() bool { return hasTransforms(p.Entries) }
+func (p *Policy) HasTransforms() bool {
+	if hasTransforms(p.Entries) {
+		return true
+	}
+	for _, t := range p.Tenants.List() {
+		if t.Policy.HasTransforms() {
+			return true
+		}
+	}
+	return false
+}
 
 // Verdict is what a Policy says of a host name.
 type Verdict struct {

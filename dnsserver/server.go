@@ -125,6 +125,7 @@ const (
 // Log field names of the decision line.
 const (
 	fieldClient   = "client"
+	fieldTenant   = "tenant"
 	fieldName     = "name"
 	fieldType     = "type"
 	fieldVerdict  = "verdict"
@@ -139,6 +140,8 @@ const (
 type Decision struct {
 	// Client is the querier's address ("" when unknown).
 	Client string
+	// Tenant is the tenant whose client range holds Client; "" for none.
+	Tenant string
 	// Name is the normalised name, or the name as asked when it could not
 	// be normalised.
 	Name string
@@ -298,7 +301,7 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	if r == nil || r.Response {
 		return // never answer an answer: no reflection loops
 	}
-	var d Decision
+	d := Decision{Client: client(w)}
 	rcode, ttl := s.decide(r, &d)
 
 	m := new(dns.Msg)
@@ -337,7 +340,9 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 
 	d.Duration = time.Since(start)
 	if e := s.log.Info(); e.Enabled() {
-		d.Client = client(w)
+		if d.Tenant != "" {
+			e = e.Str(fieldTenant, d.Tenant)
+		}
 		e.Str(fieldClient, d.Client).
 			Str(fieldName, d.Name).
 			Str(fieldType, d.Type).
@@ -387,7 +392,9 @@ func (s *Server) decide(r *dns.Msg, d *Decision) (rcode int, ttl uint32) {
 	if allowlist.IsLocalhostName(name) {
 		return fail(d, VerdictRefused, ReasonLocalhost, dns.RcodeRefused)
 	}
-	p := s.policy()
+	// A tenant's sandbox asks by its address: it gets its tenant's answers.
+	p, tenant := s.policy().ForClient(clientIP(d.Client))
+	d.Tenant = tenant
 	v := p.Decide(name)
 	answered := ReasonAllowed
 	if !v.Allowed {
@@ -602,6 +609,16 @@ func isStream(w dns.ResponseWriter) bool {
 	}
 	n := a.Network()
 	return strings.HasPrefix(n, "tcp") || n == "unix"
+}
+
+// clientIP is the address of a "host:port" client; the zero Addr when it
+// is not one.
+func clientIP(hostPort string) netip.Addr {
+	ap, err := netip.ParseAddrPort(hostPort)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr()
 }
 
 func client(w dns.ResponseWriter) string {

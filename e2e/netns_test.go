@@ -72,7 +72,7 @@ func run(name string, args ...string) (string, error) {
 
 // staleNetns matches the namespaces this test creates; the number is the pid
 // of the test process that made them.
-var staleNetns = regexp.MustCompile(`^hg-e2e-(?:gw|up)-([0-9]+)$`)
+var staleNetns = regexp.MustCompile(`^hg-e2e-(?:gw|up|sa|sb)-([0-9]+)$`)
 
 // removeStaleNetns deletes namespaces left by test processes that died
 // without cleaning up (killed with SIGKILL, say). Only names this test makes,

@@ -388,7 +388,9 @@ func parseProxy(s string) (*url.URL, error) {
 		// Accept "host:port" as curl does.
 		u2, err2 := url.Parse("http://" + s)
 		if err2 != nil || u2.Host == "" {
-			return nil, fmt.Errorf("hookhttp: bad proxy URL %q", s)
+			// Not quoted: a proxy URL may carry the sandbox's proxy
+			// credentials (http://tenant:password@gateway:3128).
+			return nil, fmt.Errorf("hookhttp: the proxy URL cannot be parsed")
 		}
 		return u2, nil
 	}

@@ -38,7 +38,17 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		s.refuseConnect(w, d, den)
 		return
 	}
-	adm, den := s.admit(r.Context(), t, d)
+	// Who asks, before anything is judged, resolved or dialled.
+	id, den := s.identify(r)
+	d.tenant = id.tenant
+	if den == nil {
+		den = s.admitTenant(d, id, true)
+	}
+	if den != nil {
+		s.refuseConnect(w, d, den)
+		return
+	}
+	adm, den := s.admit(r.Context(), id.policy, t, d)
 	if den != nil {
 		s.refuseConnect(w, d, den)
 		return
@@ -100,9 +110,9 @@ type admission struct {
 }
 
 // admit judges a target and the addresses it resolves to against the
-// current policy. Explicit and transparent mode share it.
-func (s *Server) admit(ctx context.Context, t target, d *decision) (admission, *denial) {
-	p := s.policy.Load()
+// policy the client was identified with (the current generation's, or its
+// tenant's in it). Explicit and transparent mode share it.
+func (s *Server) admit(ctx context.Context, p *config.Policy, t target, d *decision) (admission, *denial) {
 	g := s.guardFor(p, nil, s.timeoutsFor(p, nil))
 	v, addrs, err := judge(ctx, p, t, d, g.lookup)
 	d.entry = v.Pattern

@@ -18,6 +18,7 @@ import (
 // line").
 const (
 	fieldClient      = "client"
+	fieldTenant      = "tenant"
 	fieldHost        = "host"
 	fieldPort        = "port"
 	fieldMode        = "mode"
@@ -132,6 +133,7 @@ type decision struct {
 	sink     *sink
 	start    time.Time
 	client   string
+	tenant   string // the tenant the client was recognised as; "" for none
 	method   string
 	mode     string
 	host     string
@@ -142,6 +144,11 @@ type decision struct {
 	injected []string
 
 	transparent bool // arrived on the transparent listener
+
+	// account, for a tenant with limits, counts its bytes; holdsConn:
+	// the decision holds one of the tenant's connections until finish.
+	account   *tenantAccount
+	holdsConn bool
 
 	denial *denial // nil: allowed
 	status int
@@ -173,12 +180,14 @@ func (d *decision) addIn(n int64) {
 	d.mu.Lock()
 	d.bytesIn += n
 	d.mu.Unlock()
+	d.account.addBytes(n)
 }
 
 func (d *decision) addOut(n int64) {
 	d.mu.Lock()
 	d.bytesOut += n
 	d.mu.Unlock()
+	d.account.addBytes(n)
 }
 
 // setUpstream records the address a connection was dialled to.
@@ -242,6 +251,7 @@ func brokeOff(err error, host, what string) *denial {
 type Record struct {
 	Time        time.Time `json:"time"`
 	Client      string    `json:"client"`
+	Tenant      string    `json:"tenant,omitempty"`
 	Mode        string    `json:"mode"`
 	Transparent bool      `json:"transparent,omitempty"`
 	Host        string    `json:"host"`
@@ -288,7 +298,7 @@ type sink struct {
 
 func (d *decision) record() Record {
 	r := Record{
-		Time: d.start, Client: d.client, Mode: d.mode, Transparent: d.transparent,
+		Time: d.start, Client: d.client, Tenant: d.tenant, Mode: d.mode, Transparent: d.transparent,
 		Host: d.host, Port: d.port, Method: d.method, Verdict: VerdictAllow, Entry: d.entry,
 		SNI: d.sni, TLSAlert: d.alert, Injected: d.injected, Generation: d.generation,
 		DurationMS: durationMS(time.Since(d.start)),
@@ -327,6 +337,9 @@ func (d *decision) answer(w http.ResponseWriter, den *denial) {
 // calls it; nothing if the decision was handed off.
 func (d *decision) finish() {
 	d.once.Do(func() {
+		if d.holdsConn {
+			d.account.tl.release(d.account.tenant)
+		}
 		if d.handedOff.Load() {
 			return
 		}
@@ -342,6 +355,9 @@ func (d *decision) finish() {
 			Str(fieldHost, r.Host).
 			Uint16(fieldPort, r.Port).
 			Str(fieldVerdict, r.Verdict)
+		if r.Tenant != "" {
+			ev = ev.Str(fieldTenant, r.Tenant)
+		}
 		if r.Transparent {
 			ev = ev.Bool(fieldTransparent, true)
 		}

@@ -114,6 +114,9 @@ func (d *denial) setHeaders(h http.Header, n int) {
 	if d.status == http.StatusBadRequest {
 		h.Set("Connection", "close")
 	}
+	if d.status == http.StatusProxyAuthRequired {
+		h["Proxy-Authenticate"] = append([]string(nil), proxyAuthChallenges...)
+	}
 }
 
 // classifyUpstream maps an error met while resolving, dialling or talking to

@@ -73,8 +73,18 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	if den != nil {
 		return r, s.refuse(r, d, den)
 	}
+	// Who asks, before anything is judged, resolved or dialled: the
+	// tenant's policy is the one the name is judged by.
+	id, den := s.identify(r)
+	d.tenant = id.tenant
+	if den == nil {
+		den = s.admitTenant(d, id, true)
+	}
+	if den != nil {
+		return r, s.refuse(r, d, den)
+	}
 	// The name now; a name's addresses when it is dialled (the guard).
-	p := s.policy.Load()
+	p := id.policy
 	v, _, err := judge(r.Context(), p, t, d, nil)
 	d.entry = v.Pattern
 	if err != nil {
@@ -109,7 +119,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 // listener, that connection's own upstream connection first (see
 // upstreamSlot).
 func (s *Server) forwardUpstream(r *http.Request, p *config.Policy, ex *exchange) {
-	ex.up = upstreamTripper{transport: s.transports.get(ex.timeouts)}
+	ex.up = upstreamTripper{transport: s.transports.get(ex.timeouts, ex.d.tenant)}
 	fc, ok := r.Context().Value(connKey{}).(*framingConn)
 	if !ok || r.URL.Scheme != "http" {
 		return

@@ -104,6 +104,9 @@ type gatewayConfig struct {
 	limits   Limits
 	observer Observer
 	report   bool // network.mode: report
+	// policy, if set, replaces the policy built from allow, cidrs and
+	// entries (a compiled config with tenants).
+	policy *config.Policy
 }
 
 func startGateway(t testing.TB, gc gatewayConfig) *gateway {
@@ -138,6 +141,9 @@ func startGateway(t testing.TB, gc gatewayConfig) *gateway {
 		Timeouts: gc.timeouts,
 		Limits:   gc.limits,
 		Observer: gc.observer,
+	}
+	if gc.policy != nil {
+		o.Policy = gc.policy
 	}
 	if gc.roots != nil {
 		o.UpstreamRoots = gc.roots.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs

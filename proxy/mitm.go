@@ -129,8 +129,17 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The tunnel became requests: each has its own line from now on.
 	h.tunnel.handOff()
 	d := newDecision(&h.s.sink, h.tunnel.client, modeMITM)
+	d.tenant = h.tunnel.tenant
 	d.method, d.host, d.port, d.entry, d.sni = r.Method, h.t.host, h.t.port, h.tunnel.entry, h.tunnel.sni
 	d.transparent = h.tunnel.transparent
+	if a := h.tunnel.account; a != nil {
+		// Each request inside a tunnel counts against the tenant's rate and
+		// volume; the tunnel holds its connection.
+		if den := h.s.admitTenant(d, identity{tenant: a.tenant, limits: a.limits}, false); den != nil {
+			d.answer(w, den)
+			return
+		}
+	}
 	den := h.framing.refusalFor(r)
 	if den == nil {
 		den = h.checkHost(r)

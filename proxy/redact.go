@@ -50,7 +50,8 @@ func (r *redactor) record(rec Record) Record {
 	return rec
 }
 
-// textScrubber builds the scrubber of every secret the policy injects.
+// textScrubber builds the scrubber of every secret the policy injects,
+// its tenants' included.
 func textScrubber(p *config.Policy) *transform.TextScrubber {
 	if p == nil {
 		return nil
@@ -58,6 +59,11 @@ func textScrubber(p *config.Policy) *transform.TextScrubber {
 	rules := make([]*transform.Rules, 0, len(p.Entries))
 	for _, e := range p.Entries {
 		rules = append(rules, e.Transform)
+	}
+	for _, t := range p.Tenants.List() {
+		for _, e := range t.Policy.Entries {
+			rules = append(rules, e.Transform)
+		}
 	}
 	return transform.NewTextScrubber(rules...)
 }

@@ -27,10 +27,12 @@ func (s *Server) relay(client, upstream net.Conn, d *decision, idle time.Duratio
 		wg         sync.WaitGroup
 		clientDone atomic.Bool
 	)
+	// Writes go through the tenant's volume cap, if it has one.
+	toClient, toUpstream := volumeGuarded(d, client, upstream)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		n, err := s.copyTunnel(client, upstream, idle)
+		n, err := s.copyTunnel(toClient, upstream, idle)
 		d.addOut(n)
 		// A reset before the upstream sent a byte is a failure. Later the
 		// bytes are opaque, and a reset is how many servers close (with a
@@ -42,7 +44,7 @@ func (s *Server) relay(client, upstream net.Conn, d *decision, idle time.Duratio
 		releaseSlot(client)
 		closeWrite(client)
 	}()
-	n, _ := s.copyTunnel(upstream, client, idle)
+	n, _ := s.copyTunnel(toUpstream, client, idle)
 	d.addIn(n)
 	clientDone.Store(true)
 	closeWrite(upstream)

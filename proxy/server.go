@@ -137,6 +137,12 @@ type Server struct {
 
 	limiter *connLimiter
 
+	// authFailures rate-limits failed proxy authentications per client
+	// address.
+	authFailures authLimiter
+	// tenantUse counts what each tenant uses, for tenants[].limits.
+	tenantUse tenantLimiter
+
 	bufs sync.Pool // *[]byte of relayBufSize, lent to tunnels while bytes move
 
 	// origDst recovers a redirected connection's destination; OriginalDst,

@@ -180,18 +180,18 @@ func TestTunnelIdleFromReload(t *testing.T) {
 func TestTransportSet(t *testing.T) {
 	base := &http.Transport{TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: time.Minute}
 	ts := transportSet{base: base}
-	if got := ts.get(Timeouts{TLSHandshake: 10 * time.Second, ResponseHeader: time.Minute, Dial: time.Second}); got != base {
+	if got := ts.get(Timeouts{TLSHandshake: 10 * time.Second, ResponseHeader: time.Minute, Dial: time.Second}, ""); got != base {
 		t.Error("the server's own timeouts must use the base transport")
 	}
-	slow := ts.get(Timeouts{TLSHandshake: 10 * time.Second, ResponseHeader: 10 * time.Minute})
+	slow := ts.get(Timeouts{TLSHandshake: 10 * time.Second, ResponseHeader: 10 * time.Minute}, "")
 	if slow == base || slow.ResponseHeaderTimeout != 10*time.Minute || slow.TLSHandshakeTimeout != 10*time.Second {
 		t.Fatalf("clone has %v/%v", slow.TLSHandshakeTimeout, slow.ResponseHeaderTimeout)
 	}
-	if again := ts.get(Timeouts{TLSHandshake: 10 * time.Second, ResponseHeader: 10 * time.Minute}); again != slow {
+	if again := ts.get(Timeouts{TLSHandshake: 10 * time.Second, ResponseHeader: 10 * time.Minute}, ""); again != slow {
 		t.Error("the same timeouts must share one transport (and its pool)")
 	}
 	ts.reset()
-	if fresh := ts.get(Timeouts{TLSHandshake: 10 * time.Second, ResponseHeader: 10 * time.Minute}); fresh == slow {
+	if fresh := ts.get(Timeouts{TLSHandshake: 10 * time.Second, ResponseHeader: 10 * time.Minute}, ""); fresh == slow {
 		t.Error("reset must forget the clones (their connections were judged under the old policy)")
 	}
 }

@@ -63,6 +63,8 @@ func (s *Server) serveTransparentConn(c net.Conn) {
 		orig, _ = netip.ParseAddrPort(c.LocalAddr().String())
 	}
 	d.port = orig.Port()
+	id, idDen := identifyAddr(s.policy.Load(), clientIP(c.RemoteAddr().String()))
+	d.tenant = id.tenant
 
 	_ = c.SetReadDeadline(time.Now().Add(s.timeouts.ReadHeader))
 	var first [1]byte
@@ -73,7 +75,10 @@ func (s *Server) serveTransparentConn(c net.Conn) {
 	}
 	switch b := first[0]; {
 	case b == 0x16:
-		s.serveTransparentTLS(ss, first[:], orig)
+		if idDen == nil {
+			idDen = s.admitTenant(d, id, true)
+		}
+		s.serveTransparentTLS(ss, first[:], orig, id, idDen)
 	case b >= 'A' && b <= 'Z':
 		_ = c.SetReadDeadline(time.Time{})
 		d.mode = modeHTTP
@@ -85,7 +90,7 @@ func (s *Server) serveTransparentConn(c net.Conn) {
 	}
 }
 
-func (s *Server) serveTransparentTLS(ss *session, first []byte, orig netip.AddrPort) {
+func (s *Server) serveTransparentTLS(ss *session, first []byte, orig netip.AddrPort, id identity, idDen *denial) {
 	c, d := ss.client, ss.d
 	hello, helloBytes, err := peekClientHello(io.MultiReader(bytes.NewReader(first), c))
 	_ = c.SetReadDeadline(time.Time{})
@@ -104,9 +109,12 @@ func (s *Server) serveTransparentTLS(ss *session, first []byte, orig netip.AddrP
 	}
 	t, den := parseTarget(rawHost, strconv.Itoa(int(orig.Port())), 0)
 	d.host, d.port = t.host, t.port
+	if den == nil && idDen != nil {
+		den = idDen
+	}
 	if den == nil {
 		var adm admission
-		if adm, den = s.admit(context.Background(), t, d); den == nil {
+		if adm, den = s.admit(context.Background(), id.policy, t, d); den == nil {
 			d.status = http.StatusOK
 			s.openTunnel(ss, helloBytes, t, adm)
 			return
@@ -160,7 +168,7 @@ func (s *Server) serveTransparentHTTP(ss *session, first []byte, orig netip.Addr
 		ss.d.handOff()
 		if den := fc.refusalFor(r); den != nil {
 			d := newDecision(&s.sink, ss.d.client, modeHTTP)
-			d.transparent = true
+			d.transparent, d.tenant = true, ss.d.tenant
 			d.answer(w, den)
 			return
 		}

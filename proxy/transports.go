@@ -21,12 +21,15 @@ type transportSet struct {
 
 type transportKey struct {
 	tlsHandshake, responseHeader time.Duration
+	// tenant keeps each tenant's pooled connections its own: a connection
+	// dialled under one tenant's address policy never serves another's.
+	tenant string
 }
 
-// get returns the transport for timeouts t.
-func (ts *transportSet) get(t Timeouts) *http.Transport {
-	k := transportKey{t.TLSHandshake, t.ResponseHeader}
-	if k == (transportKey{ts.base.TLSHandshakeTimeout, ts.base.ResponseHeaderTimeout}) {
+// get returns the transport for timeouts t, of a tenant ("" for none).
+func (ts *transportSet) get(t Timeouts, tenant string) *http.Transport {
+	k := transportKey{t.TLSHandshake, t.ResponseHeader, tenant}
+	if k == (transportKey{ts.base.TLSHandshakeTimeout, ts.base.ResponseHeaderTimeout, ""}) {
 		return ts.base
 	}
 	ts.mu.Lock()

@@ -22,6 +22,9 @@ func runCheck(_ context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if err == nil {
 		_, err = openGatewayFiles(cfg, "")
 	}
+	if err == nil && cfg.ProxyTLS != nil {
+		_, err = proxyTLSConfig(cfg.ProxyTLS)
+	}
 	if err != nil {
 		return &exitError{code: 1, msg: "invalid configuration:\n" + err.Error()}
 	}
@@ -61,6 +64,7 @@ func runCheck(_ context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		t.Resolve, t.Dial, t.TLSHandshake, t.ResponseHeader, t.TunnelIdle)
 	fmt.Fprintf(stdout, "  upstream CA    %s\n", orDefault(cfg.UpstreamCAFile, "(system roots)"))
 	fmt.Fprintf(stdout, "  log.level      %s\n", cfg.LogLevel)
+	printTenants(stdout, cfg)
 	return nil
 }
 

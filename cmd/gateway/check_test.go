@@ -141,6 +141,10 @@ func TestShippedConfigs(t *testing.T) {
 	}
 	expect := map[string][]step{
 		"gateway.yaml": {{want: "OK"}},
+		"tenants.yaml": {
+			{env: tenantsEnv, want: "DIR/configs/tenants.yaml: ca: DIR/hookgate-ca/ca.pem does not exist"},
+			{env: tenantsEnv, init: "hookgate-ca", want: "OK"},
+		},
 		"telemetry.yaml": {
 			{env: map[string]string{"TELEMETRY_TOKEN": ""}, want: `DIR/configs/telemetry.yaml:16: network.allowlist[0].transform.Authorization: value: unresolved reference: ${env:TELEMETRY_TOKEN}: environment variable TELEMETRY_TOKEN is not set`},
 			{env: map[string]string{"TELEMETRY_TOKEN": "tok"}, want: "DIR/configs/telemetry.yaml: ca: DIR/hookgate-ca/ca.pem does not exist; create the CA with: gateway ca init --dir DIR/hookgate-ca"},

@@ -26,6 +26,7 @@ type configView struct {
 	Admin          adminView         `json:"admin"`
 	Limits         limitsView        `json:"limits"`
 	Log            map[string]string `json:"log"`
+	Tenants        []tenantView      `json:"tenants,omitempty"`
 }
 
 type listenView struct {
@@ -105,5 +106,6 @@ func newConfigView(c *config.Config, generation uint64, pending []string) config
 	for _, s := range c.DNSServers {
 		v.DNSServers = append(v.DNSServers, netip.AddrPort.String(s))
 	}
+	v.Tenants = tenantViews(c)
 	return v
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -109,7 +110,7 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	if err != nil {
 		return nil, err
 	}
-	p.Generation = 1
+	p.SetGeneration(1)
 	resolver := newResolver(cfg.DNSServers, o.dialControl)
 	g.proxy, err = proxy.New(proxy.Options{
 		Policy: p,
@@ -191,18 +192,16 @@ func (g *gateway) swap() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	p.Generation = g.generation.Load() + 1 // under reloadMu
+	p.SetGeneration(g.generation.Load() + 1) // under reloadMu
 	if err := g.proxy.SetPolicy(p); err != nil {
 		return 0, fmt.Errorf("%s: %w (the CA is read at start: restart to add one)", cfg.File, err)
 	}
 	g.cfg.Store(cfg)
 	g.pending.Store(&pending)
 	if g.leaves != nil {
-		// Leaves of hosts that no longer get credentials are dropped.
-		g.leaves.Retain(func(host string) bool {
-			v := p.Decide(host)
-			return v.Allowed && v.Entry.Transform != nil
-		})
+		// Leaves of hosts that no longer get credentials (from the
+		// top-level policy or any tenant's) are dropped.
+		g.leaves.Retain(p.Intercepts)
 	}
 	return g.generation.Add(1), nil
 }
@@ -221,6 +220,8 @@ func startSettings() []startSetting {
 	return []startSetting{
 		{"listen.proxy", func(a, b *config.Config) bool { return a.ProxyListen != b.ProxyListen },
 			func(d, s *config.Config) { d.ProxyListen = s.ProxyListen }},
+		{"listen.proxy_tls", func(a, b *config.Config) bool { return !reflect.DeepEqual(a.ProxyTLS, b.ProxyTLS) },
+			func(d, s *config.Config) { d.ProxyTLS = s.ProxyTLS }},
 		{"listen.transparent", func(a, b *config.Config) bool { return a.TransparentListen != b.TransparentListen },
 			func(d, s *config.Config) { d.TransparentListen = s.TransparentListen }},
 		{"listen.dns", func(a, b *config.Config) bool { return a.DNSListen != b.DNSListen },
@@ -282,6 +283,17 @@ func (g *gateway) warnOpenAdmin() {
 		Msg("the admin API listens beyond loopback without a token: whoever reaches it can reload the config and read every decision; set admin.token_file, or listen on 127.0.0.1")
 }
 
+// decisionTenant is the tenant of a decision in the ring; "" for none.
+func decisionTenant(v any) string {
+	switch d := v.(type) {
+	case proxyDecision:
+		return d.Tenant
+	case dnsDecisionView:
+		return d.Tenant
+	}
+	return ""
+}
+
 // proxyDecision is a proxy decision in the ring of recent decisions.
 type proxyDecision struct {
 	Kind string `json:"kind"`
@@ -293,6 +305,7 @@ type dnsDecisionView struct {
 	Kind       string    `json:"kind"`
 	Time       time.Time `json:"time"`
 	Client     string    `json:"client"`
+	Tenant     string    `json:"tenant,omitempty"`
 	Name       string    `json:"name"`
 	Type       string    `json:"type"`
 	Verdict    string    `json:"verdict"`
@@ -305,6 +318,7 @@ func (g *gateway) observer() proxy.Observer {
 	return proxy.Observer{
 		Decision: func(r proxy.Record) {
 			g.metrics.Request(r.Mode, r.Verdict, string(r.Code), r.Entry)
+			g.metrics.TenantRequest(r.Tenant, r.Verdict, string(r.Code))
 			if len(r.Injected) > 0 {
 				g.metrics.Injection(r.Entry)
 			}
@@ -330,7 +344,7 @@ func (g *gateway) observer() proxy.Observer {
 func (g *gateway) dnsDecision(d dnsserver.Decision) {
 	g.metrics.DNS(d.Verdict)
 	g.recent.Add(dnsDecisionView{
-		Kind: "dns", Time: time.Now().Add(-d.Duration), Client: d.Client, Name: d.Name, Type: d.Type,
+		Kind: "dns", Time: time.Now().Add(-d.Duration), Client: d.Client, Tenant: d.Tenant, Name: d.Name, Type: d.Type,
 		Verdict: d.Verdict, Reason: d.Reason, Cached: d.Cached, DurationMS: durationMS(d.Duration),
 	})
 }
@@ -346,7 +360,10 @@ func (g *gateway) adminHandler(token string) http.Handler {
 		Config:    func() any { return newConfigView(g.cfg.Load(), g.generation.Load(), *g.pending.Load()) },
 		Reload:    g.reload,
 		Decisions: func(limit int) any { return g.recent.Last(limit) },
-		Redact:    g.proxy.Redact,
+		TenantDecisions: func(limit int, tenant string) any {
+			return g.recent.Matching(limit, func(v any) bool { return decisionTenant(v) == tenant })
+		},
+		Redact: g.proxy.Redact,
 	})
 }
 

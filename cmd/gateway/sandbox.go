@@ -185,12 +185,17 @@ func runInSandbox(ctx context.Context, c *sandbox.Command, o gatewayOptions, cfg
 	return nil
 }
 
-// configTransforms are the transforms of the config's entries: the secrets
-// the sandbox must not have.
+// configTransforms are the transforms of the config's entries, and of its
+// tenants' entries: the secrets the sandbox must not have.
 func configTransforms(cfg *config.Config) []*transform.Rules {
 	rules := make([]*transform.Rules, 0, len(cfg.Entries))
 	for _, e := range cfg.Entries {
 		rules = append(rules, e.Transform)
+	}
+	for _, t := range cfg.Tenants {
+		for _, e := range t.Entries {
+			rules = append(rules, e.Transform)
+		}
 	}
 	return rules
 }

@@ -90,6 +90,11 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return err
 	}
 	defer ls.close()
+	if cfg.ProxyTLS != nil && ls.proxy != nil {
+		if ls.proxy, err = proxyTLSListener(ls.proxy, cfg.ProxyTLS); err != nil {
+			return err
+		}
+	}
 	g, err := newGateway(o, cfg, ls.addrs(), logger)
 	if err != nil {
 		return err

@@ -12,7 +12,8 @@
 //	GET  /ca.pem         the gateway's CA certificate, application/x-pem-file
 //	GET  /v1/config      the effective config as JSON (Options.Config)
 //	POST /v1/reload      200 {"generation": N, "pending_restart": [...]} or 422 {"error": "file:line: field: message"}
-//	GET  /v1/decisions   ?limit=N (default 100, at most 1000; more is a 400), newest first
+//	GET  /v1/decisions   ?limit=N (default 100, at most 1000; more is a 400), newest first;
+//	                     ?tenant=NAME: that tenant's only
 //
 // HEAD is answered wherever GET is. With Options.Token set, every route but
 // the two health checks needs "Authorization: Bearer <token>"; without it,
@@ -125,6 +126,11 @@ type Options struct {
 	// typically Ring.Last. What it returns is encoded, then passed through
 	// Redact.
 	Decisions func(limit int) any
+
+	// TenantDecisions, if set, answers /v1/decisions?tenant=NAME: up to
+	// limit recent decisions of that tenant, newest first. Without it the
+	// parameter is refused.
+	TenantDecisions func(limit int, tenant string) any
 
 	// Redact, if set, scrubs the encoded answer of /v1/decisions (the
 	// gateway's secrets, in every form it knows, become "[redacted]")
@@ -272,6 +278,14 @@ func (s *server) decisions(w http.ResponseWriter, r *http.Request) {
 	limit, err := parseLimit(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if tenants, ok := r.URL.Query()["tenant"]; ok {
+		if len(tenants) != 1 || tenants[0] == "" || s.o.TenantDecisions == nil {
+			writeError(w, http.StatusBadRequest, "tenant: give one tenant name, once")
+			return
+		}
+		writeJSONRedacted(w, http.StatusOK, s.o.TenantDecisions(limit, tenants[0]), s.o.Redact)
 		return
 	}
 	writeJSONRedacted(w, http.StatusOK, s.o.Decisions(limit), s.o.Redact)

@@ -63,6 +63,7 @@ type Metrics struct {
 	limited        *prometheus.CounterVec // code
 	activeConns    prometheus.Gauge
 	reportMode     prometheus.Gauge
+	tenants        *prometheus.CounterVec // tenant, verdict, code
 }
 
 // New returns a Metrics whose metrics, plus the Go runtime and process
@@ -94,6 +95,9 @@ func New() *Metrics {
 		limited: f.counterVec("limited_total",
 			"Connections or requests refused by a limit, by code (too-many-connections, too-many-connections-per-client, ...).",
 			"code"),
+		tenants: f.counterVec("tenant_requests_total",
+			"Requests and tunnels of each tenant (a shared gateway's sandboxes, named in the config), by verdict and code; clients of no tenant are not counted here.",
+			"tenant", "verdict", "code"),
 		activeConns: f.gauge("active_connections",
 			"Client connections currently open on the gateway's proxy listeners (explicit and transparent), from accept to close."),
 		reportMode: f.gauge("report_mode",
