@@ -185,7 +185,7 @@ func compileTenant(ft fileTenant, topts transform.Options, r *reporter) TenantCo
 }
 
 func compileTenantLimits(fl fileTenantLimit, r *reporter) TenantLimits {
-	l := TenantLimits{MaxConnections: fl.MaxConnections, RequestsPerSecond: fl.RequestsPerSecond, Burst: fl.Burst, BytesPerMinute: fl.BytesPerMinute}
+	l := TenantLimits(fl)
 	if l.MaxConnections < 0 {
 		r.at("limits.max_connections", "must be 0 (no limit) or more, got %d", l.MaxConnections)
 	}
