@@ -91,6 +91,9 @@ type Entry struct {
 	// Addresses, if not empty, are the only ranges the entry's hosts may
 	// resolve into (network.allowlist[].addresses).
 	Addresses []netip.Prefix
+	// Scope limits Transform to the requests it matches; nil: every
+	// request.
+	Scope *Scope
 }
 
 // HasTransforms reports whether any entry injects headers (and so the
@@ -394,9 +397,12 @@ func (c *Config) compileEntries(entries []fileEntry, topts transform.Options, r 
 		if e.Addresses != nil {
 			c.Entries[i].Addresses = entryAddresses(e.Addresses, field+".addresses", r)
 		}
-		if e.Transform.Kind == 0 {
+		if e.Transform.Kind == 0 && e.Basic == nil && e.Query.Kind == 0 {
 			if e.AllowPlaintext {
 				r.at(field+".allow_plaintext", "only applies to an entry with a transform")
+			}
+			if e.Match != nil || e.Scope != "" {
+				r.at(field+".match", "match and scope limit an entry's credentials; this entry has none (transform, basic or query)")
 			}
 			continue
 		}
@@ -404,22 +410,75 @@ func (c *Config) compileEntries(entries []fileEntry, topts transform.Options, r 
 			r.at(field+".transform", `a transform on "*" would send its credentials to every host; name the host that needs them`)
 			continue
 		}
-		specs, ok := headerSpecs(&e.Transform, field+".transform", r)
+		rules, ok := compileCredentials(&e, field, topts, r)
+		scope := compileScope(e.Match, e.Scope, field, r)
 		if !ok {
 			continue
 		}
-		rules, err := transform.Compile(specs, topts)
-		var se *transform.SpecError
-		switch {
-		case errors.As(err, &se):
-			r.atLine(se.Line, field+".transform."+se.Name, "%s: %v", se.Field, se.Err)
-			continue
-		case err != nil:
-			r.at(field+".transform", "%v", err)
-			continue
-		}
 		c.Entries[i].Transform, c.Entries[i].AllowPlaintext = rules, e.AllowPlaintext
+		c.Entries[i].Scope = scope
 	}
+}
+
+// compileCredentials compiles what an entry injects: transform headers,
+// basic credentials and query parameters, into one transform.Rules.
+func compileCredentials(e *fileEntry, field string, topts transform.Options, r *reporter) (*transform.Rules, bool) {
+	var spec transform.Spec
+	if e.Transform.Kind != 0 {
+		specs, ok := headerSpecs(&e.Transform, field+".transform", r)
+		if !ok {
+			return nil, false
+		}
+		spec.Headers = specs
+	}
+	if e.Basic != nil {
+		spec.Basic = &transform.BasicSpec{Username: e.Basic.Username, Password: e.Basic.Password, Line: lineOf(r.root, field+".basic")}
+	}
+	if e.Query.Kind != 0 {
+		params, ok := paramSpecs(&e.Query, field+".query", r)
+		if !ok {
+			return nil, false
+		}
+		spec.Query = params
+	}
+	rules, err := transform.CompileSpec(spec, topts)
+	var (
+		se *transform.SpecError
+		ce *transform.CredentialError
+	)
+	switch {
+	case errors.As(err, &se):
+		r.atLine(se.Line, field+".transform."+se.Name, "%s: %v", se.Field, se.Err)
+		return nil, false
+	case errors.As(err, &ce) && ce.Kind == "basic":
+		r.at(field+".basic."+ce.Field, "%v", ce.Err)
+		return nil, false
+	case errors.As(err, &ce):
+		r.atLine(ce.Line, field+".query."+ce.Name, "%s: %v", ce.Field, ce.Err)
+		return nil, false
+	case err != nil:
+		r.at(field+".transform", "%v", err)
+		return nil, false
+	}
+	return rules, true
+}
+
+// paramSpecs reads an entry's query: a map of parameter: value.
+func paramSpecs(n *yaml.Node, field string, r *reporter) ([]transform.ParamSpec, bool) {
+	if n.Kind != yaml.MappingNode || len(n.Content) == 0 {
+		r.at(field, "query is a map of parameter: value (api_key: \"${env:API_KEY}\")")
+		return nil, false
+	}
+	var params []transform.ParamSpec
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if v.Kind != yaml.ScalarNode {
+			r.atLine(v.Line, field+"."+k.Value, "a query parameter value is a string")
+			return nil, false
+		}
+		params = append(params, transform.ParamSpec{Name: k.Value, Value: v.Value, Line: k.Line})
+	}
+	return params, true
 }
 
 // entryAddresses reads an entry's addresses: CIDRs (or single addresses)

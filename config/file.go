@@ -60,6 +60,25 @@ type fileEntry struct {
 	Timeouts fileEntryTimeouts `yaml:"timeouts"`
 	// Addresses are CIDRs the entry's hosts must resolve into.
 	Addresses []string `yaml:"addresses"`
+	// Basic sets Authorization: Basic from a username and a password.
+	Basic *fileBasic `yaml:"basic"`
+	// Query is a map of parameter: value set on every request; kept as a
+	// node for its lines and order.
+	Query yaml.Node `yaml:"query"`
+	// Match scopes the entry's credentials to methods and paths; Scope
+	// "strict" refuses what does not match instead of sending it bare.
+	Match *fileMatch `yaml:"match"`
+	Scope string     `yaml:"scope"`
+}
+
+type fileBasic struct {
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+type fileMatch struct {
+	Methods []string `yaml:"methods"`
+	Paths   []string `yaml:"paths"`
 }
 
 // fileTimeouts are Go duration strings ("90s", "5m"); "" keeps the default.

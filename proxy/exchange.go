@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -33,6 +34,7 @@ type exchange struct {
 	host  string              // the judged host, for reasons
 	entry *config.Entry       // the entry it matched
 	scrub *transform.Scrubber // nil: no secrets were injected
+	bare  bool                // outside the entry's scope: nothing injected
 	up    upstreamTripper     // the one way upstream
 
 	// Forwarded requests only (a tunnel's upstream dials for its
@@ -65,11 +67,15 @@ func exchangeOf(r *http.Request) (*exchange, bool) {
 // hop-by-hop and Proxy-* headers stripped, no User-Agent of net/http's own,
 // the entry's headers injected, and a WebSocket upgrade (the one upgrade
 // let through) asked for again if the client asked for it (ws).
-func (ex *exchange) prepare(h http.Header, ws bool) {
-	if rules := ex.entry.Transform; rules != nil {
+func (ex *exchange) prepare(u *url.URL, h http.Header, ws bool) {
+	if rules := ex.entry.Transform; rules != nil && !ex.bare {
 		inject(h, rules, ex.d) // strips what StripHopByHop does, and more
+		rules.ApplyQuery(u)
 		ex.scrub = rules.Scrubber()
 	} else {
+		if rules != nil {
+			ex.scrub = rules.Scrubber() // out of scope: nothing injected, echoes still scrubbed
+		}
 		transform.StripHopByHop(h)
 	}
 	if _, ok := h["User-Agent"]; !ok {

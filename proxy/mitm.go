@@ -125,9 +125,13 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := newDecision(&h.s.sink, h.tunnel.client, modeMITM)
 	d.method, d.host, d.port, d.entry, d.sni = r.Method, h.t.host, h.t.port, h.tunnel.entry, h.tunnel.sni
 	d.transparent = h.tunnel.transparent
+	ex := &exchange{d: d, host: h.t.host, entry: h.rules, scrub: h.rules.Transform.Scrubber(), up: h.up}
 	den := h.framing.refusalFor(r)
 	if den == nil {
 		den = h.checkHost(r)
+	}
+	if den == nil {
+		den = ex.applyScope(r.Method, r.URL)
 	}
 	if den != nil {
 		d.answer(w, den)
@@ -145,7 +149,6 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	ex := &exchange{d: d, host: h.t.host, entry: h.rules, scrub: h.rules.Transform.Scrubber(), up: h.up}
 	h.proxy.ServeHTTP(w, withExchange(r, ex))
 	if ex.switched != nil {
 		// A switched connection's line is written when ReverseProxy closes
@@ -205,7 +208,7 @@ func (h *mitmHandler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Host = pr.Out.URL.Host
 	// A WebSocket upgrade goes through (and is what ReverseProxy compares
 	// a 101 answer with); ReverseProxy took it out of Out already.
-	ex.prepare(pr.Out.Header, isWebSocketUpgrade(pr.In.Header))
+	ex.prepare(pr.Out.URL, pr.Out.Header, isWebSocketUpgrade(pr.In.Header))
 }
 
 func (h *mitmHandler) modifyResponse(resp *http.Response) error {

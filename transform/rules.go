@@ -22,6 +22,9 @@ type Rules struct {
 	secrets  []Secret
 	envNames []string // sorted, distinct
 	scrubber *Scrubber
+
+	basic bool    // Authorization is Basic credentials (BasicSpec)
+	query []param // sorted by name
 }
 
 // Names returns the canonical names of the configured headers, sorted: what
@@ -85,6 +88,9 @@ func (r *Rules) Scrubber() *Scrubber {
 func (r *Rules) String() string {
 	if r == nil {
 		return "transform.Rules(nil)"
+	}
+	if len(r.query) > 0 {
+		return "transform.Rules" + fmt.Sprint(r.names) + "?" + fmt.Sprint(r.QueryNames())
 	}
 	return "transform.Rules" + fmt.Sprint(r.names)
 }
