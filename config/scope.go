@@ -114,10 +114,11 @@ func pathMatches(pattern, p string) bool {
 		ok, err := path.Match(pattern, p)
 		return err == nil && ok
 	}
-	if pattern == "/" || p == pattern {
+	if pattern == "/" {
 		return true
 	}
-	return strings.HasPrefix(p, strings.TrimSuffix(pattern, "/")+"/")
+	prefix := strings.TrimSuffix(pattern, "/")
+	return p == prefix || strings.HasPrefix(p, prefix+"/")
 }
 
 func isGlob(pattern string) bool { return strings.ContainsAny(pattern, "*?[") }
