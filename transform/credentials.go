@@ -215,3 +215,29 @@ func (r *Rules) isQueryName(pair string) bool {
 	}
 	return false
 }
+
+// Describe names what r injects, never a value: the transform's header
+// names, "basic" and the query parameter names, e.g.
+// "headers X-Team; basic; query api_key".
+func (r *Rules) Describe() string {
+	if r == nil {
+		return ""
+	}
+	var parts []string
+	var headers []string
+	for _, h := range r.headers {
+		if _, configured := r.refs[h.name]; configured {
+			headers = append(headers, h.name)
+		}
+	}
+	if len(headers) > 0 {
+		parts = append(parts, "headers "+strings.Join(headers, ","))
+	}
+	if r.basic {
+		parts = append(parts, "basic")
+	}
+	if names := r.QueryNames(); len(names) > 0 {
+		parts = append(parts, "query "+strings.Join(names, ","))
+	}
+	return strings.Join(parts, "; ")
+}

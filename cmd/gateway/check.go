@@ -43,6 +43,10 @@ func runCheck(_ context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		if entry := cfg.EntryOf(e); entry != nil && entry.ResponseHeaderTimeout > 0 {
 			kind += ", response_header " + entry.ResponseHeaderTimeout.String()
 		}
+		if entry := cfg.EntryOf(e); entry != nil && entry.Transform != nil {
+			// Kinds and names only: never a value.
+			kind += ", credentials: " + entry.Transform.Describe() + "; scope: " + entry.Scope.String()
+		}
 		fmt.Fprintf(stdout, "  %-14s %s (%s)\n", label, e.Domain, kind)
 	}
 	cidrs := make([]string, len(cfg.AllowCIDRs))
