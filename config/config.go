@@ -397,12 +397,12 @@ func (c *Config) compileEntries(entries []fileEntry, topts transform.Options, r 
 		if e.Addresses != nil {
 			c.Entries[i].Addresses = entryAddresses(e.Addresses, field+".addresses", r)
 		}
-		if e.Transform.Kind == 0 && e.Basic == nil && e.Query.Kind == 0 {
+		if e.Transform.Kind == 0 && e.Basic == nil && e.Query.Kind == 0 && e.OAuth2 == nil {
 			if e.AllowPlaintext {
 				r.at(field+".allow_plaintext", "only applies to an entry with a transform")
 			}
 			if e.Match != nil || e.Scope != "" {
-				r.at(field+".match", "match and scope limit an entry's credentials; this entry has none (transform, basic or query)")
+				r.at(field+".match", "match and scope limit an entry's credentials; this entry has none (transform, basic, query or oauth2)")
 			}
 			continue
 		}
@@ -414,6 +414,9 @@ func (c *Config) compileEntries(entries []fileEntry, topts transform.Options, r 
 		scope := compileScope(e.Match, e.Scope, field, r)
 		if !ok {
 			continue
+		}
+		if o := rules.OAuth2(); o != nil {
+			c.checkTokenHost(o.TokenURL.Hostname(), field+".oauth2.token_url", r)
 		}
 		c.Entries[i].Transform, c.Entries[i].AllowPlaintext = rules, e.AllowPlaintext
 		c.Entries[i].Scope = scope
@@ -434,6 +437,10 @@ func compileCredentials(e *fileEntry, field string, topts transform.Options, r *
 	if e.Basic != nil {
 		spec.Basic = &transform.BasicSpec{Username: e.Basic.Username, Password: e.Basic.Password, Line: lineOf(r.root, field+".basic")}
 	}
+	if o := e.OAuth2; o != nil {
+		spec.OAuth2 = &transform.OAuth2Spec{TokenURL: o.TokenURL, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+			Scopes: o.Scopes, Audience: o.Audience, Line: lineOf(r.root, field+".oauth2")}
+	}
 	if e.Query.Kind != 0 {
 		params, ok := paramSpecs(&e.Query, field+".query", r)
 		if !ok {
@@ -450,8 +457,8 @@ func compileCredentials(e *fileEntry, field string, topts transform.Options, r *
 	case errors.As(err, &se):
 		r.atLine(se.Line, field+".transform."+se.Name, "%s: %v", se.Field, se.Err)
 		return nil, false
-	case errors.As(err, &ce) && ce.Kind == "basic":
-		r.at(field+".basic."+ce.Field, "%v", ce.Err)
+	case errors.As(err, &ce) && ce.Kind != "query":
+		r.at(field+"."+ce.Kind+"."+ce.Field, "%v", ce.Err)
 		return nil, false
 	case errors.As(err, &ce):
 		r.atLine(ce.Line, field+".query."+ce.Name, "%s: %v", ce.Field, ce.Err)
@@ -461,6 +468,18 @@ func compileCredentials(e *fileEntry, field string, topts transform.Options, r *
 		return nil, false
 	}
 	return rules, true
+}
+
+// checkTokenHost requires an oauth2 token endpoint to be on the allowlist:
+// the token request goes out through the gateway's own policy.
+func (c *Config) checkTokenHost(host, field string, r *reporter) {
+	if c.Allowlist == nil {
+		return // the allowlist is wrong, and reported
+	}
+	h, _, err := allowlist.NormalizeHost(host)
+	if err != nil || !c.Allowlist.Decide(h).Allowed {
+		r.at(field, "%s is not on the allowlist; the token request goes out through the gateway's own policy, so add an entry for it", host)
+	}
 }
 
 // paramSpecs reads an entry's query: a map of parameter: value.

@@ -22,6 +22,13 @@ func TestLoadCredentialKinds(t *testing.T) {
     - domain: query.example.com
       transform: {X-Team: core}
       query: {api_key: "${env:HOOKGATE_TEST_TOKEN}"}
+    - domain: oauth.example.com
+      oauth2:
+        token_url: https://query.example.com/oauth/token
+        client_id: agent
+        client_secret: "${env:HOOKGATE_TEST_TOKEN}"
+        scopes: [read]
+        audience: https://oauth.example.com
 `), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +43,12 @@ func TestLoadCredentialKinds(t *testing.T) {
 	if strings.Join(q.Transform.QueryNames(), ",") != "api_key" || strings.Join(q.Transform.Names(), ",") != "X-Team" || q.Scope != nil {
 		t.Errorf("query entry: %v, scope %v", q.Transform, q.Scope)
 	}
+	if o := c.Entries[2].Transform.OAuth2(); o == nil || o.TokenURL.Host != "query.example.com" || o.ClientSecret.Reveal() != secret || o.Audience != "https://oauth.example.com" {
+		t.Errorf("oauth2 entry: %v", o)
+	}
+	if d := c.Entries[2].Transform.Describe(); d != "oauth2 https://query.example.com/oauth/token" {
+		t.Errorf("Describe = %q", d)
+	}
 	found := 0
 	for _, e := range c.Entries {
 		for _, s := range e.Transform.Secrets() {
@@ -44,8 +57,8 @@ func TestLoadCredentialKinds(t *testing.T) {
 			}
 		}
 	}
-	if found != 2 {
-		t.Errorf("the secret of basic and of query is not among the entries' secrets (%d)", found)
+	if found != 3 {
+		t.Errorf("the secret of basic, query and oauth2 is not among the entries' secrets (%d)", found)
 	}
 }
 
@@ -104,6 +117,23 @@ func TestLoadCredentialErrors(t *testing.T) {
       query: {k: v}
       match: {method: [GET]}
 `, "network.allowlist[0].match.method"},
+		{`
+    - domain: a.example.com
+      oauth2: {token_url: "https://auth.example.com/token", client_id: c, client_secret: "${env:HOOKGATE_TEST_TOKEN}"}
+`, "network.allowlist[0].oauth2.token_url: auth.example.com is not on the allowlist"},
+		{`
+    - domain: a.example.com
+      oauth2: {token_url: "http://a.example.com/token", client_id: c, client_secret: "${env:HOOKGATE_TEST_TOKEN}"}
+`, "network.allowlist[0].oauth2.token_url: invalid header value: the token URL must be https"},
+		{`
+    - domain: a.example.com
+      basic: {username: u, password: p}
+      oauth2: {token_url: "https://a.example.com/token", client_id: c, client_secret: "${env:HOOKGATE_TEST_TOKEN}"}
+`, "network.allowlist[0].oauth2.token_url: header set twice: oauth2 sets Authorization"},
+		{`
+    - domain: a.example.com
+      oauth2: {token_url: "https://a.example.com/token", client_id: c, client_secret: "${env:HOOKGATE_UNSET_X}"}
+`, "network.allowlist[0].oauth2.client_secret: unresolved reference"},
 	} {
 		_, err := Parse("c.yaml", credConfig(tc.entries), Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

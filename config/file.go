@@ -69,6 +69,16 @@ type fileEntry struct {
 	// "strict" refuses what does not match instead of sending it bare.
 	Match *fileMatch `yaml:"match"`
 	Scope string     `yaml:"scope"`
+	// OAuth2 fetches a client-credentials token and sends it as a bearer.
+	OAuth2 *fileOAuth2 `yaml:"oauth2"`
+}
+
+type fileOAuth2 struct {
+	TokenURL     string   `yaml:"token_url"`
+	ClientID     string   `yaml:"client_id"`
+	ClientSecret string   `yaml:"client_secret"`
+	Scopes       []string `yaml:"scopes"`
+	Audience     string   `yaml:"audience"`
 }
 
 type fileBasic struct {

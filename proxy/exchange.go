@@ -35,6 +35,7 @@ type exchange struct {
 	entry *config.Entry       // the entry it matched
 	scrub *transform.Scrubber // nil: no secrets were injected
 	bare  bool                // outside the entry's scope: nothing injected
+	token string              // the entry's OAuth2 access token, fetched for this request
 	up    upstreamTripper     // the one way upstream
 
 	// Forwarded requests only (a tunnel's upstream dials for its
@@ -71,7 +72,12 @@ func (ex *exchange) prepare(u *url.URL, h http.Header, ws bool) {
 	if rules := ex.entry.Transform; rules != nil && !ex.bare {
 		inject(h, rules, ex.d) // strips what StripHopByHop does, and more
 		rules.ApplyQuery(u)
-		ex.scrub = rules.Scrubber()
+		if ex.token != "" {
+			h["Authorization"] = []string{"Bearer " + ex.token}
+			ex.d.injected = append(ex.d.injected, "Authorization")
+		} else {
+			ex.scrub = rules.Scrubber()
+		}
 	} else {
 		if rules != nil {
 			ex.scrub = rules.Scrubber() // out of scope: nothing injected, echoes still scrubbed

@@ -95,6 +95,9 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	if den := ex.applyScope(r.Method, r.URL); den != nil {
 		return r, s.refuse(r, d, den)
 	}
+	if den := s.fetchCredential(ex); den != nil {
+		return r, s.refuse(r, d, den)
+	}
 	r.URL.User = nil
 	r.URL.Host = t.authority(defaultPort)
 	r.Host = r.URL.Host

@@ -133,6 +133,9 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if den == nil {
 		den = ex.applyScope(r.Method, r.URL)
 	}
+	if den == nil {
+		den = h.s.fetchCredential(ex)
+	}
 	if den != nil {
 		d.answer(w, den)
 		return

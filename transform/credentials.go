@@ -15,6 +15,7 @@ type Spec struct {
 	Headers []HeaderSpec
 	Basic   *BasicSpec
 	Query   []ParamSpec
+	OAuth2  *OAuth2Spec
 }
 
 // BasicSpec is an entry's basic: {username, password}, as written (both take
@@ -70,6 +71,11 @@ func (r *Rules) addCredentials(spec Spec, opts Options) (added, error) {
 	var out added
 	if b := spec.Basic; b != nil {
 		if err := r.addBasic(*b, opts, &out); err != nil {
+			return added{}, err
+		}
+	}
+	if o := spec.OAuth2; o != nil {
+		if err := r.addOAuth2(*o, opts, &out); err != nil {
 			return added{}, err
 		}
 	}
@@ -235,6 +241,9 @@ func (r *Rules) Describe() string {
 	}
 	if r.basic {
 		parts = append(parts, "basic")
+	}
+	if r.oauth2 != nil {
+		parts = append(parts, "oauth2 "+r.oauth2.TokenURL.Redacted())
 	}
 	if names := r.QueryNames(); len(names) > 0 {
 		parts = append(parts, "query "+strings.Join(names, ","))

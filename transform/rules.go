@@ -25,6 +25,9 @@ type Rules struct {
 
 	basic bool    // Authorization is Basic credentials (BasicSpec)
 	query []param // sorted by name
+	// oauth2, if set, is a client-credentials grant whose token the proxy
+	// fetches and sets as Authorization: Bearer.
+	oauth2 *OAuth2
 }
 
 // Names returns the canonical names of the configured headers, sorted: what
@@ -158,6 +161,9 @@ func (r *Rules) strip(k string, conn [][]string) bool {
 		}
 	}
 	if r != nil {
+		if r.oauth2 != nil && SameHeaderName(k, "Authorization") {
+			return true // the proxy sets it to the fetched token
+		}
 		for _, hd := range r.headers {
 			if SameHeaderName(k, hd.name) {
 				return true
