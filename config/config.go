@@ -397,12 +397,12 @@ func (c *Config) compileEntries(entries []fileEntry, topts transform.Options, r 
 		if e.Addresses != nil {
 			c.Entries[i].Addresses = entryAddresses(e.Addresses, field+".addresses", r)
 		}
-		if e.Transform.Kind == 0 && e.Basic == nil && e.Query.Kind == 0 && e.OAuth2 == nil {
+		if e.Transform.Kind == 0 && e.Basic == nil && e.Query.Kind == 0 && e.OAuth2 == nil && e.AWSSigV4 == nil {
 			if e.AllowPlaintext {
 				r.at(field+".allow_plaintext", "only applies to an entry with a transform")
 			}
 			if e.Match != nil || e.Scope != "" {
-				r.at(field+".match", "match and scope limit an entry's credentials; this entry has none (transform, basic, query or oauth2)")
+				r.at(field+".match", "match and scope limit an entry's credentials; this entry has none (transform, basic, query, oauth2 or aws_sigv4)")
 			}
 			continue
 		}
@@ -440,6 +440,10 @@ func compileCredentials(e *fileEntry, field string, topts transform.Options, r *
 	if o := e.OAuth2; o != nil {
 		spec.OAuth2 = &transform.OAuth2Spec{TokenURL: o.TokenURL, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
 			Scopes: o.Scopes, Audience: o.Audience, Line: lineOf(r.root, field+".oauth2")}
+	}
+	if a := e.AWSSigV4; a != nil {
+		spec.SigV4 = &transform.AWSSigV4Spec{Region: a.Region, Service: a.Service, AccessKeyID: a.AccessKeyID,
+			SecretAccessKey: a.SecretAccessKey, SessionToken: a.SessionToken, Line: lineOf(r.root, field+".aws_sigv4")}
 	}
 	if e.Query.Kind != 0 {
 		params, ok := paramSpecs(&e.Query, field+".query", r)

@@ -134,6 +134,19 @@ func TestLoadCredentialErrors(t *testing.T) {
     - domain: a.example.com
       oauth2: {token_url: "https://a.example.com/token", client_id: c, client_secret: "${env:HOOKGATE_UNSET_X}"}
 `, "network.allowlist[0].oauth2.client_secret: unresolved reference"},
+		{`
+    - domain: a.example.com
+      basic: {username: u, password: p}
+      aws_sigv4: {region: eu-west-1, service: s3, access_key_id: AK, secret_access_key: "${env:HOOKGATE_TEST_TOKEN}"}
+`, "network.allowlist[0].aws_sigv4.region: header set twice: aws_sigv4 sets Authorization"},
+		{`
+    - domain: a.example.com
+      aws_sigv4: {region: "eu west", service: s3, access_key_id: AK, secret_access_key: "${env:HOOKGATE_TEST_TOKEN}"}
+`, "network.allowlist[0].aws_sigv4.region: invalid header value"},
+		{`
+    - domain: a.example.com
+      aws_sigv4: {region: eu-west-1, service: s3, access_key_id: AK}
+`, "network.allowlist[0].aws_sigv4.secret_access_key: empty value"},
 	} {
 		_, err := Parse("c.yaml", credConfig(tc.entries), Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -71,6 +71,16 @@ type fileEntry struct {
 	Scope string     `yaml:"scope"`
 	// OAuth2 fetches a client-credentials token and sends it as a bearer.
 	OAuth2 *fileOAuth2 `yaml:"oauth2"`
+	// AWSSigV4 signs each request with AWS Signature Version 4.
+	AWSSigV4 *fileSigV4 `yaml:"aws_sigv4"`
+}
+
+type fileSigV4 struct {
+	Region          string `yaml:"region"`
+	Service         string `yaml:"service"`
+	AccessKeyID     string `yaml:"access_key_id"`
+	SecretAccessKey string `yaml:"secret_access_key"`
+	SessionToken    string `yaml:"session_token"`
 }
 
 type fileOAuth2 struct {

@@ -36,6 +36,12 @@ type exchange struct {
 	scrub *transform.Scrubber // nil: no secrets were injected
 	bare  bool                // outside the entry's scope: nothing injected
 	token string              // the entry's OAuth2 access token, fetched for this request
+	// payloadHash is the SigV4 payload hash of the request's body (or
+	// UNSIGNED-PAYLOAD); "" when the request is not signed.
+	payloadHash string
+	// failed, if set, is why the request cannot go upstream, found while
+	// ReverseProxy prepared it (which cannot answer itself).
+	failed error
 	up    upstreamTripper     // the one way upstream
 
 	// Forwarded requests only (a tunnel's upstream dials for its
@@ -148,6 +154,9 @@ func (exchangeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	ex, ok := exchangeOf(r)
 	if !ok {
 		return nil, errUnjudged
+	}
+	if ex.failed != nil {
+		return nil, ex.failed
 	}
 	return ex.up.roundTrip(r, ex)
 }

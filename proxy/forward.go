@@ -98,10 +98,16 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	if den := s.fetchCredential(ex); den != nil {
 		return r, s.refuse(r, d, den)
 	}
+	if den := ex.hashBody(r); den != nil {
+		return r, s.refuse(r, d, den)
+	}
 	r.URL.User = nil
 	r.URL.Host = t.authority(defaultPort)
 	r.Host = r.URL.Host
 	ex.prepare(r.URL, r.Header, isWebSocketUpgrade(r.Header))
+	if den := ex.sign(r); den != nil {
+		return r, s.refuse(r, d, den)
+	}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}

@@ -136,6 +136,9 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if den == nil {
 		den = h.s.fetchCredential(ex)
 	}
+	if den == nil {
+		den = ex.hashBody(r)
+	}
 	if den != nil {
 		d.answer(w, den)
 		return
@@ -212,6 +215,9 @@ func (h *mitmHandler) rewrite(pr *httputil.ProxyRequest) {
 	// A WebSocket upgrade goes through (and is what ReverseProxy compares
 	// a 101 answer with); ReverseProxy took it out of Out already.
 	ex.prepare(pr.Out.URL, pr.Out.Header, isWebSocketUpgrade(pr.In.Header))
+	if den := ex.sign(pr.Out); den != nil {
+		ex.failed = den
+	}
 }
 
 func (h *mitmHandler) modifyResponse(resp *http.Response) error {

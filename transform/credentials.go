@@ -16,6 +16,7 @@ type Spec struct {
 	Basic   *BasicSpec
 	Query   []ParamSpec
 	OAuth2  *OAuth2Spec
+	SigV4   *AWSSigV4Spec
 }
 
 // BasicSpec is an entry's basic: {username, password}, as written (both take
@@ -76,6 +77,11 @@ func (r *Rules) addCredentials(spec Spec, opts Options) (added, error) {
 	}
 	if o := spec.OAuth2; o != nil {
 		if err := r.addOAuth2(*o, opts, &out); err != nil {
+			return added{}, err
+		}
+	}
+	if a := spec.SigV4; a != nil {
+		if err := r.addSigV4(*a, opts, &out); err != nil {
 			return added{}, err
 		}
 	}
@@ -244,6 +250,9 @@ func (r *Rules) Describe() string {
 	}
 	if r.oauth2 != nil {
 		parts = append(parts, "oauth2 "+r.oauth2.TokenURL.Redacted())
+	}
+	if r.sigv4 != nil {
+		parts = append(parts, "aws_sigv4 "+r.sigv4.Service+"/"+r.sigv4.Region)
 	}
 	if names := r.QueryNames(); len(names) > 0 {
 		parts = append(parts, "query "+strings.Join(names, ","))

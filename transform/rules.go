@@ -28,6 +28,8 @@ type Rules struct {
 	// oauth2, if set, is a client-credentials grant whose token the proxy
 	// fetches and sets as Authorization: Bearer.
 	oauth2 *OAuth2
+	// sigv4, if set, signs each request (Authorization, X-Amz-*).
+	sigv4 *AWSSigV4
 }
 
 // Names returns the canonical names of the configured headers, sorted: what
@@ -161,8 +163,11 @@ func (r *Rules) strip(k string, conn [][]string) bool {
 		}
 	}
 	if r != nil {
-		if r.oauth2 != nil && SameHeaderName(k, "Authorization") {
-			return true // the proxy sets it to the fetched token
+		if (r.oauth2 != nil || r.sigv4 != nil) && SameHeaderName(k, "Authorization") {
+			return true // the proxy sets it (the fetched token, the signature)
+		}
+		if r.sigv4 != nil && IsSigV4Part(k) {
+			return true // the sandbox's signature parts; the proxy signs anew
 		}
 		for _, hd := range r.headers {
 			if SameHeaderName(k, hd.name) {
