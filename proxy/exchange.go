@@ -42,7 +42,7 @@ type exchange struct {
 	// failed, if set, is why the request cannot go upstream, found while
 	// ReverseProxy prepared it (which cannot answer itself).
 	failed error
-	up    upstreamTripper     // the one way upstream
+	up     upstreamTripper // the one way upstream
 
 	// Forwarded requests only (a tunnel's upstream dials for its
 	// requests): the timeouts and the guard of the policy and entry the
