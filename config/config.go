@@ -94,6 +94,12 @@ type Entry struct {
 	// Scope limits Transform to the requests it matches; nil: every
 	// request.
 	Scope *Scope
+	// Ports, if not empty, are the only ports the entry's hosts may be
+	// reached on (with RawPorts); empty: any port.
+	Ports []uint16
+	// RawPorts are the ports on which a CONNECT tunnel to the entry's
+	// hosts is relayed as it is, without requiring TLS (SSH on 22).
+	RawPorts []uint16
 }
 
 // HasTransforms reports whether any entry injects headers (and so the
@@ -397,6 +403,7 @@ func (c *Config) compileEntries(entries []fileEntry, topts transform.Options, r 
 		if e.Addresses != nil {
 			c.Entries[i].Addresses = entryAddresses(e.Addresses, field+".addresses", r)
 		}
+		c.Entries[i].Ports, c.Entries[i].RawPorts = entryPorts(e, field, r)
 		if e.Transform.Kind == 0 && e.Basic == nil && e.Query.Kind == 0 && e.OAuth2 == nil && e.AWSSigV4 == nil {
 			if e.AllowPlaintext {
 				r.at(field+".allow_plaintext", "only applies to an entry with a transform")

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -147,6 +149,18 @@ func TestLoadCredentialErrors(t *testing.T) {
     - domain: a.example.com
       aws_sigv4: {region: eu-west-1, service: s3, access_key_id: AK}
 `, "network.allowlist[0].aws_sigv4.secret_access_key: empty value"},
+		{`
+    - domain: a.example.com
+      ports: [443, 0, 70000]
+`, "network.allowlist[0].ports[1]: 0 is not a port from 1 to 65535"},
+		{`
+    - domain: "*"
+      raw_ports: [22]
+`, "network.allowlist[0].raw_ports: raw tunnels on \"*\""},
+		{`
+    - domain: a.example.com
+      ports: []
+`, "network.allowlist[0].ports: an empty list would open no port"},
 	} {
 		_, err := Parse("c.yaml", credConfig(tc.entries), Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -195,5 +209,35 @@ func TestCanonicalPathAndScope(t *testing.T) {
 	}
 	if !(*Scope)(nil).Matches("DELETE", "/anything") {
 		t.Error("a nil scope must match every request")
+	}
+}
+
+func TestPortsAndRawPorts(t *testing.T) {
+	c, err := Parse("p.yaml", credConfig(`
+    - domain: github.com
+      ports: [443]
+      raw_ports: [22]
+    - domain: api.example.com
+`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Policy(PolicyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh, api := &c.Entries[0], &c.Entries[1]
+	if !gh.PortAllowed(443) || !gh.PortAllowed(22) || gh.PortAllowed(80) || !gh.RawPort(22) || gh.RawPort(443) {
+		t.Errorf("github.com: ports %v, raw %v", gh.Ports, gh.RawPorts)
+	}
+	if !api.PortAllowed(8443) || api.RawPort(22) {
+		t.Error("an entry without ports opens every port, none raw")
+	}
+	var pe *PortError
+	if _, _, err := p.Judge(t.Context(), "github.com", netip.Addr{}, 80, nil); !errors.As(err, &pe) {
+		t.Errorf("Judge(github.com:80) = %v, want a PortError", err)
+	}
+	if _, _, err := p.Judge(t.Context(), "github.com", netip.Addr{}, 22, nil); err != nil {
+		t.Errorf("Judge(github.com:22) = %v", err)
 	}
 }

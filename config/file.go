@@ -73,6 +73,10 @@ type fileEntry struct {
 	OAuth2 *fileOAuth2 `yaml:"oauth2"`
 	// AWSSigV4 signs each request with AWS Signature Version 4.
 	AWSSigV4 *fileSigV4 `yaml:"aws_sigv4"`
+	// Ports, if set, are the only ports the entry opens; RawPorts are
+	// ports it opens as raw (non-TLS) tunnels, such as 22 for SSH.
+	Ports    []int `yaml:"ports"`
+	RawPorts []int `yaml:"raw_ports"`
 }
 
 type fileSigV4 struct {

@@ -128,6 +128,9 @@ func (p *Policy) Judge(ctx context.Context, host string, ip netip.Addr, port uin
 	if !ip.IsValid() && allowlist.IsLocalhostName(host) {
 		return v, nil, &LocalhostError{Host: host}
 	}
+	if !v.Entry.PortAllowed(port) {
+		return v, nil, &PortError{Host: host, Port: port}
+	}
 	if ip.IsValid() {
 		one := [1]netip.Addr{ip}
 		if err := p.CheckAddrs(v.Entry, host, port, one[:]); err != nil || lookup == nil {

@@ -32,12 +32,18 @@ network:
       match: {methods: [GET], paths: [/v1]}
       scope: strict
     - domain: plain.example.com
+    - domain: github.com
+      ports: [443]
+      raw_ports: [22]
 `)
 	var out, errOut strings.Builder
 	if err := run(context.Background(), []string{"check", "--config", cfg}, strings.NewReader(""), &out, &errOut); err != nil {
 		t.Fatalf("check: %v\n%s", err, errOut.String())
 	}
 	want := "api.example.com (exact, credentials: headers X-Team; basic; query api_key; scope: methods GET; paths /v1; strict)"
+	if !strings.Contains(out.String(), "github.com (exact, ports 443, raw_ports 22)") {
+		t.Errorf("check output lacks the ports of github.com:\n%s", strings.ReplaceAll(out.String(), secret, "<secret>"))
+	}
 	if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "plain.example.com (exact, credentials") {
 		t.Fatalf("check output lacks %q:\n%s", want, strings.ReplaceAll(out.String(), secret, "<secret>"))
 	}
