@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/transform"
 )
@@ -131,10 +133,18 @@ type upstreamTripper struct {
 	dial           func(context.Context) (net.Conn, error)
 	responseHeader time.Duration
 	transport      http.RoundTripper
+	// h2, if set, is the tunnel's HTTP/2 connection upstream (the client
+	// negotiated h2): every request goes over it. h2conn is its socket.
+	h2     *http2.ClientConn
+	h2conn net.Conn
 }
 
 // roundTrip sends r, the request of ex, upstream.
 func (u *upstreamTripper) roundTrip(r *http.Request, ex *exchange) (*http.Response, error) {
+	if u.h2 != nil {
+		ex.d.setUpstream(u.h2conn)
+		return u.h2.RoundTrip(r.WithContext(scrubInformational(r.Context(), ex.scrub)))
+	}
 	if u.slot != nil && r.Header.Get("Upgrade") == "" && r.Header.Get("Expect") == "" {
 		return roundTripSlot(u.slot, u.key, u.policy, u.dial, u.responseHeader, r, ex.d)
 	}

@@ -28,27 +28,37 @@ import (
 // control, and goproxy's loop would dial with its own transport.
 func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest Target, rules *config.Entry, g Guard, tm Timeouts, tunnel *decision) {
 	tunnel.mode = modeMITM
-	tlsConn := tls.Server(client, &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1"}, // never h2: one request path, ours
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return s.leaves.Get(t.host)
-		},
-	})
-	hsCtx, cancel := context.WithTimeout(ctx, s.timeouts.ClientHello)
-	err := tlsConn.HandshakeContext(hsCtx)
-	cancel()
-	if err != nil {
-		tunnel.refuse(deny(CodeProtocol, 0, t.host, "TLS handshake with the client failed (does the sandbox trust the gateway's CA?): %v", err))
-		return
-	}
-
 	tlsConfig := &tls.Config{
 		ServerName: t.host,
 		RootCAs:    s.roots,
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"http/1.1"},
 	}
+	// h2 is offered to the client only when the upstream speaks it: the
+	// probe dials the upstream during the client's handshake.
+	probe := &h2Probe{s: s, g: g, dest: dest, tlsConfig: tlsConfig, tm: tm}
+	clientConfig := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"},
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return s.leaves.Get(t.host)
+		},
+	}
+	clientConfig.GetConfigForClient = probe.configFor(clientConfig)
+	tlsConn := tls.Server(client, clientConfig)
+	hsCtx, cancel := context.WithTimeout(ctx, s.timeouts.ClientHello+tm.Dial+tm.TLSHandshake)
+	err := tlsConn.HandshakeContext(hsCtx)
+	cancel()
+	if err != nil {
+		probe.close()
+		tunnel.refuse(deny(CodeProtocol, 0, t.host, "TLS handshake with the client failed (does the sandbox trust the gateway's CA?): %v", err))
+		return
+	}
+	if tlsConn.ConnectionState().NegotiatedProtocol == "h2" && probe.conn != nil {
+		s.serveMITMH2(ctx, tlsConn, probe.conn, t, rules, tunnel)
+		return
+	}
+	probe.close()
 	// The tunnel's requests go over one keep-alive TLS connection (its
 	// slot), dialled to the judged addresses, never a fresh lookup of the
 	// name, with the real certificate verified before a byte of any
@@ -88,14 +98,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 	// The explicit listener's framing check, on the decrypted stream.
 	fc := newFramingConn(s.watch(tlsConn, tunnel), s.maxHdr)
 	h := &mitmHandler{s: s, t: t, rules: rules, tunnel: tunnel, framing: fc, up: up}
-	h.proxy = &httputil.ReverseProxy{
-		Rewrite:        h.rewrite,
-		Transport:      exchangeTransport{},
-		ModifyResponse: h.modifyResponse,
-		ErrorHandler:   h.upstreamError,
-		ErrorLog:       s.stdLogger(),
-		BufferPool:     (*relayBufPool)(s),
-	}
+	h.proxy = s.mitmProxy(h)
 	s.serveHTTPConn(fc, h)
 	// A hijacked connection (a websocket upgrade) ends Serve while its
 	// handler still relays; the tunnel lasts until every handler is done.
@@ -165,6 +168,18 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// ReverseProxy has closed the upstream body (which logs) or answered an
 	// error (which logs); this covers a handler that returned without either.
 	d.finish()
+}
+
+// mitmProxy is the ReverseProxy of an intercepted tunnel's handler.
+func (s *Server) mitmProxy(h *mitmHandler) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:        h.rewrite,
+		Transport:      exchangeTransport{},
+		ModifyResponse: h.modifyResponse,
+		ErrorHandler:   h.upstreamError,
+		ErrorLog:       s.stdLogger(),
+		BufferPool:     (*relayBufPool)(s),
+	}
 }
 
 // checkHost binds the credential to the verified destination: the Host
