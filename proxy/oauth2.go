@@ -14,6 +14,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/transform"
 )
 
@@ -24,11 +25,12 @@ const CodeUpstreamCredential Code = "upstream-credential-error"
 // tokenFetchTimeout bounds one token request, connection included.
 const tokenFetchTimeout = 30 * time.Second
 
-// tokenCache holds one token source per oauth2 credential of a compiled
-// policy (keyed by the credential, so a reload starts afresh). The zero
-// value is ready.
+// tokenCache holds one token source per oauth2 credential of the policy in
+// force (keyed by the credential; a reload starts afresh). The zero value
+// is ready.
 type tokenCache struct {
 	mu      sync.Mutex
+	gen     *config.Policy // the policy the sources were made under
 	sources map[*transform.OAuth2]*entryToken
 }
 
@@ -67,6 +69,11 @@ func (s *Server) token(ex *exchange) (string, *transform.Scrubber, *denial) {
 func (c *tokenCache) source(cred *transform.OAuth2, s *Server) *entryToken {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if p := s.policy.Load(); p != c.gen {
+		// A reload compiled new credentials: the old sources (and their
+		// tokens) go, so that the cache holds one generation's.
+		c.gen, c.sources = p, nil
+	}
 	if et, ok := c.sources[cred]; ok {
 		return et
 	}
