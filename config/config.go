@@ -103,6 +103,15 @@ type Entry struct {
 	// Addresses, if not empty, are the only ranges the entry's hosts may
 	// resolve into (network.allowlist[].addresses).
 	Addresses []netip.Prefix
+	// Scope limits Transform to the requests it matches; nil: every
+	// request.
+	Scope *Scope
+	// Ports, if not empty, are the only ports the entry's hosts may be
+	// reached on (with RawPorts); empty: any port.
+	Ports []uint16
+	// RawPorts are the ports on which a CONNECT tunnel to the entry's
+	// hosts is relayed as it is, without requiring TLS (SSH on 22).
+	RawPorts []uint16
 }
 
 // HasTransforms reports whether any entry injects headers (and so the
@@ -423,9 +432,13 @@ func (c *Config) compileEntries(entries []fileEntry, topts transform.Options, r 
 		if e.Addresses != nil {
 			c.Entries[i].Addresses = entryAddresses(e.Addresses, field+".addresses", r)
 		}
-		if e.Transform.Kind == 0 {
+		c.Entries[i].Ports, c.Entries[i].RawPorts = entryPorts(e, field, r)
+		if e.Transform.Kind == 0 && e.Basic == nil && e.Query.Kind == 0 && e.OAuth2 == nil && e.AWSSigV4 == nil {
 			if e.AllowPlaintext {
 				r.at(field+".allow_plaintext", "only applies to an entry with a transform")
+			}
+			if e.Match != nil || e.Scope != "" {
+				r.at(field+".match", "match and scope limit an entry's credentials; this entry has none (transform, basic, query, oauth2 or aws_sigv4)")
 			}
 			continue
 		}
@@ -433,22 +446,98 @@ func (c *Config) compileEntries(entries []fileEntry, topts transform.Options, r 
 			r.at(field+".transform", `a transform on "*" would send its credentials to every host; name the host that needs them`)
 			continue
 		}
-		specs, ok := headerSpecs(&e.Transform, field+".transform", r)
+		rules, ok := compileCredentials(&e, field, topts, r)
+		scope := compileScope(e.Match, e.Scope, field, r)
 		if !ok {
 			continue
 		}
-		rules, err := transform.Compile(specs, topts)
-		var se *transform.SpecError
-		switch {
-		case errors.As(err, &se):
-			r.atLine(se.Line, field+".transform."+se.Name, "%s: %v", se.Field, se.Err)
-			continue
-		case err != nil:
-			r.at(field+".transform", "%v", err)
-			continue
+		if o := rules.OAuth2(); o != nil {
+			c.checkTokenHost(o.TokenURL.Hostname(), field+".oauth2.token_url", r)
 		}
 		c.Entries[i].Transform, c.Entries[i].AllowPlaintext = rules, e.AllowPlaintext
+		c.Entries[i].Scope = scope
 	}
+}
+
+// compileCredentials compiles what an entry injects: transform headers,
+// basic credentials and query parameters, into one transform.Rules.
+func compileCredentials(e *fileEntry, field string, topts transform.Options, r *reporter) (*transform.Rules, bool) {
+	var spec transform.Spec
+	if e.Transform.Kind != 0 {
+		specs, ok := headerSpecs(&e.Transform, field+".transform", r)
+		if !ok {
+			return nil, false
+		}
+		spec.Headers = specs
+	}
+	if e.Basic != nil {
+		spec.Basic = &transform.BasicSpec{Username: e.Basic.Username, Password: e.Basic.Password, Line: lineOf(r.root, field+".basic")}
+	}
+	if o := e.OAuth2; o != nil {
+		spec.OAuth2 = &transform.OAuth2Spec{TokenURL: o.TokenURL, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+			Scopes: o.Scopes, Audience: o.Audience, Line: lineOf(r.root, field+".oauth2")}
+	}
+	if a := e.AWSSigV4; a != nil {
+		spec.SigV4 = &transform.AWSSigV4Spec{Region: a.Region, Service: a.Service, AccessKeyID: a.AccessKeyID,
+			SecretAccessKey: a.SecretAccessKey, SessionToken: a.SessionToken, Line: lineOf(r.root, field+".aws_sigv4")}
+	}
+	if e.Query.Kind != 0 {
+		params, ok := paramSpecs(&e.Query, field+".query", r)
+		if !ok {
+			return nil, false
+		}
+		spec.Query = params
+	}
+	rules, err := transform.CompileSpec(spec, topts)
+	var (
+		se *transform.SpecError
+		ce *transform.CredentialError
+	)
+	switch {
+	case errors.As(err, &se):
+		r.atLine(se.Line, field+".transform."+se.Name, "%s: %v", se.Field, se.Err)
+		return nil, false
+	case errors.As(err, &ce) && ce.Kind != "query":
+		r.at(field+"."+ce.Kind+"."+ce.Field, "%v", ce.Err)
+		return nil, false
+	case errors.As(err, &ce):
+		r.atLine(ce.Line, field+".query."+ce.Name, "%s: %v", ce.Field, ce.Err)
+		return nil, false
+	case err != nil:
+		r.at(field+".transform", "%v", err)
+		return nil, false
+	}
+	return rules, true
+}
+
+// checkTokenHost requires an oauth2 token endpoint to be on the allowlist:
+// the token request goes out through the gateway's own policy.
+func (c *Config) checkTokenHost(host, field string, r *reporter) {
+	if c.Allowlist == nil {
+		return // the allowlist is wrong, and reported
+	}
+	h, _, err := allowlist.NormalizeHost(host)
+	if err != nil || !c.Allowlist.Decide(h).Allowed {
+		r.at(field, "%s is not on the allowlist; the token request goes out through the gateway's own policy, so add an entry for it", host)
+	}
+}
+
+// paramSpecs reads an entry's query: a map of parameter: value.
+func paramSpecs(n *yaml.Node, field string, r *reporter) ([]transform.ParamSpec, bool) {
+	if n.Kind != yaml.MappingNode || len(n.Content) == 0 {
+		r.at(field, "query is a map of parameter: value (api_key: \"${env:API_KEY}\")")
+		return nil, false
+	}
+	var params []transform.ParamSpec
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if v.Kind != yaml.ScalarNode {
+			r.atLine(v.Line, field+"."+k.Value, "a query parameter value is a string")
+			return nil, false
+		}
+		params = append(params, transform.ParamSpec{Name: k.Value, Value: v.Value, Line: k.Line})
+	}
+	return params, true
 }
 
 // entryAddresses reads an entry's addresses: CIDRs (or single addresses)

@@ -73,6 +73,49 @@ type fileEntry struct {
 	Timeouts fileEntryTimeouts `yaml:"timeouts"`
 	// Addresses are CIDRs the entry's hosts must resolve into.
 	Addresses []string `yaml:"addresses"`
+	// Basic sets Authorization: Basic from a username and a password.
+	Basic *fileBasic `yaml:"basic"`
+	// Query is a map of parameter: value set on every request; kept as a
+	// node for its lines and order.
+	Query yaml.Node `yaml:"query"`
+	// Match scopes the entry's credentials to methods and paths; Scope
+	// "strict" refuses what does not match instead of sending it bare.
+	Match *fileMatch `yaml:"match"`
+	Scope string     `yaml:"scope"`
+	// OAuth2 fetches a client-credentials token and sends it as a bearer.
+	OAuth2 *fileOAuth2 `yaml:"oauth2"`
+	// AWSSigV4 signs each request with AWS Signature Version 4.
+	AWSSigV4 *fileSigV4 `yaml:"aws_sigv4"`
+	// Ports, if set, are the only ports the entry opens; RawPorts are
+	// ports it opens as raw (non-TLS) tunnels, such as 22 for SSH.
+	Ports    []int `yaml:"ports"`
+	RawPorts []int `yaml:"raw_ports"`
+}
+
+type fileSigV4 struct {
+	Region          string `yaml:"region"`
+	Service         string `yaml:"service"`
+	AccessKeyID     string `yaml:"access_key_id"`
+	SecretAccessKey string `yaml:"secret_access_key"`
+	SessionToken    string `yaml:"session_token"`
+}
+
+type fileOAuth2 struct {
+	TokenURL     string   `yaml:"token_url"`
+	ClientID     string   `yaml:"client_id"`
+	ClientSecret string   `yaml:"client_secret"`
+	Scopes       []string `yaml:"scopes"`
+	Audience     string   `yaml:"audience"`
+}
+
+type fileBasic struct {
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+type fileMatch struct {
+	Methods []string `yaml:"methods"`
+	Paths   []string `yaml:"paths"`
 }
 
 // fileTimeouts are Go duration strings ("90s", "5m"); "" keeps the default.

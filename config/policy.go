@@ -162,6 +162,9 @@ func (p *Policy) Judge(ctx context.Context, host string, ip netip.Addr, port uin
 	if !v.Allowed {
 		return v, nil, &NotAllowedError{Host: host}
 	}
+	if !v.Entry.PortAllowed(port) {
+		return v, nil, &PortError{Host: host, Port: port}
+	}
 	addrs, err := p.judgeAddrs(ctx, v.Entry, host, ip, port, lookup)
 	return v, addrs, err
 }

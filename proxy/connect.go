@@ -71,6 +71,10 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.status = http.StatusOK
+	if adm.verdict.Entry.RawPort(t.port) {
+		s.openRaw(ss, buf, t, adm)
+		return
+	}
 
 	// The ClientHello: the client may have sent it right behind the CONNECT,
 	// in which case the HTTP server's reader holds its first bytes.

@@ -135,6 +135,7 @@ func classifyUpstream(err error, host string) *denial {
 	var (
 		d         *denial
 		refused   *config.NotAllowedError
+		port      *config.PortError
 		localhost *config.LocalhostError
 		blocked   *allowlist.BlockedError
 		pinned    *config.PinnedError
@@ -146,6 +147,8 @@ func classifyUpstream(err error, host string) *denial {
 		return d
 	case errors.As(err, &refused):
 		return deny(CodeAllowlist, http.StatusForbidden, host, "%s", refused.Error())
+	case errors.As(err, &port):
+		return deny(CodeAllowlist, http.StatusForbidden, host, "%s", port.Error())
 	case errors.As(err, &localhost):
 		return deny(CodeAddressPolicy, http.StatusForbidden, host, "%s", localhost.Error())
 	case errors.As(err, &blocked):

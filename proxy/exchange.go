@@ -6,7 +6,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/transform"
@@ -33,7 +36,15 @@ type exchange struct {
 	host  string              // the judged host, for reasons
 	entry *config.Entry       // the entry it matched
 	scrub *transform.Scrubber // nil: no secrets were injected
-	up    upstreamTripper     // the one way upstream
+	bare  bool                // outside the entry's scope: nothing injected
+	token string              // the entry's OAuth2 access token, fetched for this request
+	// payloadHash is the SigV4 payload hash of the request's body (or
+	// UNSIGNED-PAYLOAD); "" when the request is not signed.
+	payloadHash string
+	// failed, if set, is why the request cannot go upstream, found while
+	// ReverseProxy prepared it (which cannot answer itself).
+	failed error
+	up     upstreamTripper // the one way upstream
 
 	// Forwarded requests only (a tunnel's upstream dials for its
 	// requests): the timeouts and the guard of the policy and entry the
@@ -65,11 +76,20 @@ func exchangeOf(r *http.Request) (*exchange, bool) {
 // hop-by-hop and Proxy-* headers stripped, no User-Agent of net/http's own,
 // the entry's headers injected, and a WebSocket upgrade (the one upgrade
 // let through) asked for again if the client asked for it (ws).
-func (ex *exchange) prepare(h http.Header, ws bool) {
-	if rules := ex.entry.Transform; rules != nil {
+func (ex *exchange) prepare(u *url.URL, h http.Header, ws bool) {
+	if rules := ex.entry.Transform; rules != nil && !ex.bare {
 		inject(h, rules, ex.d) // strips what StripHopByHop does, and more
-		ex.scrub = rules.Scrubber()
+		rules.ApplyQuery(u)
+		if ex.token != "" {
+			h["Authorization"] = []string{"Bearer " + ex.token}
+			ex.d.injected = append(ex.d.injected, "Authorization")
+		} else {
+			ex.scrub = rules.Scrubber()
+		}
 	} else {
+		if rules != nil {
+			ex.scrub = rules.Scrubber() // out of scope: nothing injected, echoes still scrubbed
+		}
 		transform.StripHopByHop(h)
 	}
 	if _, ok := h["User-Agent"]; !ok {
@@ -113,10 +133,18 @@ type upstreamTripper struct {
 	dial           func(context.Context) (net.Conn, error)
 	responseHeader time.Duration
 	transport      http.RoundTripper
+	// h2, if set, is the tunnel's HTTP/2 connection upstream (the client
+	// negotiated h2): every request goes over it. h2conn is its socket.
+	h2     *http2.ClientConn
+	h2conn net.Conn
 }
 
 // roundTrip sends r, the request of ex, upstream.
 func (u *upstreamTripper) roundTrip(r *http.Request, ex *exchange) (*http.Response, error) {
+	if u.h2 != nil {
+		ex.d.setUpstream(u.h2conn)
+		return u.h2.RoundTrip(r.WithContext(scrubInformational(r.Context(), ex.scrub)))
+	}
 	if u.slot != nil && r.Header.Get("Upgrade") == "" && r.Header.Get("Expect") == "" {
 		return roundTripSlot(u.slot, u.key, u.policy, u.dial, u.responseHeader, r, ex.d)
 	}
@@ -136,6 +164,9 @@ func (exchangeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	ex, ok := exchangeOf(r)
 	if !ok {
 		return nil, errUnjudged
+	}
+	if ex.failed != nil {
+		return nil, ex.failed
 	}
 	return ex.up.roundTrip(r, ex)
 }

@@ -102,10 +102,22 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		return r, s.refuse(r, d, deny(CodePlaintextCredential, http.StatusForbidden, t.host,
 			"%s gets credentials injected, which travel only over HTTPS; use https://, or set allow_plaintext on the entry", t.host))
 	}
+	if den := ex.applyScope(r.Method, r.URL); den != nil {
+		return r, s.refuse(r, d, den)
+	}
+	if den := s.fetchCredential(ex); den != nil {
+		return r, s.refuse(r, d, den)
+	}
+	if den := ex.hashBody(r); den != nil {
+		return r, s.refuse(r, d, den)
+	}
 	r.URL.User = nil
 	r.URL.Host = t.authority(defaultPort)
 	r.Host = r.URL.Host
-	ex.prepare(r.Header, isWebSocketUpgrade(r.Header))
+	ex.prepare(r.URL, r.Header, isWebSocketUpgrade(r.Header))
+	if den := ex.sign(r); den != nil {
+		return r, s.refuse(r, d, den)
+	}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}

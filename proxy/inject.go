@@ -17,6 +17,10 @@ import (
 func inject(h http.Header, rules *transform.Rules, d *decision) {
 	rules.Apply(h)
 	d.injected = rules.Names()
+	for _, q := range rules.QueryNames() {
+		// Query parameters are recorded by name, as headers are.
+		d.injected = append(d.injected, "query:"+q)
+	}
 	if rules.Scrubber() != nil {
 		// An encoded body would hide an echoed secret from the scrubber.
 		h.Set("Accept-Encoding", "identity")

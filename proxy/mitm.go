@@ -29,27 +29,37 @@ import (
 // control, and goproxy's loop would dial with its own transport.
 func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest Target, rules *config.Entry, g Guard, tm Timeouts, tunnel *decision) {
 	tunnel.mode = modeMITM
-	tlsConn := tls.Server(client, &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1"}, // never h2: one request path, ours
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return s.leaves.Get(t.host)
-		},
-	})
-	hsCtx, cancel := context.WithTimeout(ctx, s.timeouts.ClientHello)
-	err := tlsConn.HandshakeContext(hsCtx)
-	cancel()
-	if err != nil {
-		tunnel.refuse(deny(CodeProtocol, 0, t.host, "TLS handshake with the client failed (does the sandbox trust the gateway's CA?): %v", err))
-		return
-	}
-
 	tlsConfig := &tls.Config{
 		ServerName: t.host,
 		RootCAs:    s.roots,
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"http/1.1"},
 	}
+	// h2 is offered to the client only when the upstream speaks it: the
+	// probe dials the upstream during the client's handshake.
+	probe := &h2Probe{s: s, g: g, dest: dest, tlsConfig: tlsConfig, tm: tm}
+	clientConfig := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"},
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return s.leaves.Get(t.host)
+		},
+	}
+	clientConfig.GetConfigForClient = probe.configFor(clientConfig)
+	tlsConn := tls.Server(client, clientConfig)
+	hsCtx, cancel := context.WithTimeout(ctx, s.timeouts.ClientHello+tm.Dial+tm.TLSHandshake)
+	err := tlsConn.HandshakeContext(hsCtx)
+	cancel()
+	if err != nil {
+		probe.close()
+		tunnel.refuse(deny(CodeProtocol, 0, t.host, "TLS handshake with the client failed (does the sandbox trust the gateway's CA?): %v", err))
+		return
+	}
+	if tlsConn.ConnectionState().NegotiatedProtocol == "h2" && probe.conn != nil {
+		s.serveMITMH2(ctx, tlsConn, probe.conn, t, dest, rules, tunnel)
+		return
+	}
+	probe.close()
 	// The tunnel's requests go over one keep-alive TLS connection (its
 	// slot), dialled to the judged addresses, never a fresh lookup of the
 	// name, with the real certificate verified before a byte of any
@@ -89,14 +99,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 	// The explicit listener's framing check, on the decrypted stream.
 	fc := newFramingConn(s.watch(tlsConn, tunnel), s.maxHdr)
 	h := &mitmHandler{s: s, t: t, dest: dest, admitted: injection{entry: rules, generation: tunnel.generation}, tunnel: tunnel, framing: fc, up: up}
-	h.proxy = &httputil.ReverseProxy{
-		Rewrite:        h.rewrite,
-		Transport:      exchangeTransport{},
-		ModifyResponse: h.modifyResponse,
-		ErrorHandler:   h.upstreamError,
-		ErrorLog:       s.stdLogger(),
-		BufferPool:     (*relayBufPool)(s),
-	}
+	h.proxy = s.mitmProxy(h)
 	s.serveHTTPConn(fc, h)
 	// A hijacked connection (a websocket upgrade) ends Serve while its
 	// handler still relays; the tunnel lasts until every handler is done.
@@ -140,9 +143,21 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	inj := h.currentEntry()
+	d.generation = inj.generation
+	ex := &exchange{d: d, host: h.t.host, entry: inj.entry, scrub: inj.entry.Transform.Scrubber(), up: h.up}
 	den := h.framing.refusalFor(r)
 	if den == nil {
 		den = h.checkHost(r)
+	}
+	if den == nil {
+		den = ex.applyScope(r.Method, r.URL)
+	}
+	if den == nil {
+		den = h.s.fetchCredential(ex)
+	}
+	if den == nil {
+		den = ex.hashBody(r)
 	}
 	if den != nil {
 		d.answer(w, den)
@@ -160,9 +175,6 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
-	inj := h.currentEntry()
-	d.generation = inj.generation
-	ex := &exchange{d: d, host: h.t.host, entry: inj.entry, scrub: inj.entry.Transform.Scrubber(), up: h.up}
 	h.proxy.ServeHTTP(w, withExchange(r, ex))
 	if ex.switched != nil {
 		// A switched connection's line is written when ReverseProxy closes
@@ -173,6 +185,18 @@ func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// ReverseProxy has closed the upstream body (which logs) or answered an
 	// error (which logs); this covers a handler that returned without either.
 	d.finish()
+}
+
+// mitmProxy is the ReverseProxy of an intercepted tunnel's handler.
+func (s *Server) mitmProxy(h *mitmHandler) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:        h.rewrite,
+		Transport:      exchangeTransport{},
+		ModifyResponse: h.modifyResponse,
+		ErrorHandler:   h.upstreamError,
+		ErrorLog:       s.stdLogger(),
+		BufferPool:     (*relayBufPool)(s),
+	}
 }
 
 // checkHost binds the credential to the verified destination: the Host
@@ -222,7 +246,10 @@ func (h *mitmHandler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Host = pr.Out.URL.Host
 	// A WebSocket upgrade goes through (and is what ReverseProxy compares
 	// a 101 answer with); ReverseProxy took it out of Out already.
-	ex.prepare(pr.Out.Header, isWebSocketUpgrade(pr.In.Header))
+	ex.prepare(pr.Out.URL, pr.Out.Header, isWebSocketUpgrade(pr.In.Header))
+	if den := ex.sign(pr.Out); den != nil {
+		ex.failed = den
+	}
 }
 
 func (h *mitmHandler) modifyResponse(resp *http.Response) error {

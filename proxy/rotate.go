@@ -20,9 +20,18 @@ type injection struct {
 // Otherwise (the pattern is gone, no longer injects, or pins the host
 // elsewhere) the tunnel keeps the entry its last request had, as every
 // open connection keeps its policy: a new credential never goes to an
-// address its entry does not allow.
+// address its entry does not allow. A tenant's tunnel looks in its own
+// tenant's policy only, never in the top-level one or another tenant's: a
+// gone tenant keeps what it had.
 func (h *mitmHandler) currentEntry() injection {
 	p := h.s.policy.Load()
+	if name := h.tunnel.tenant; name != "" {
+		t, ok := p.Tenants.ByName(name)
+		if !ok {
+			return h.kept()
+		}
+		p = t.Policy
+	}
 	v := p.Decide(h.t.host)
 	if v.Allowed && v.Pattern == h.tunnel.entry && v.Entry.Transform != nil &&
 		p.CheckAddrs(v.Entry, h.t.host, h.t.port, h.dest.Addrs) == nil {
@@ -30,6 +39,12 @@ func (h *mitmHandler) currentEntry() injection {
 		h.latest.Store(&now)
 		return now
 	}
+	return h.kept()
+}
+
+// kept is the entry the tunnel's last request had, or the one it was
+// admitted with.
+func (h *mitmHandler) kept() injection {
 	if last := h.latest.Load(); last != nil {
 		return *last
 	}

@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
+	"net/url"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
 	"github.com/hookgate/hookgate/config"
@@ -91,4 +94,89 @@ func TestRotatedSecretReachesOpenTunnel(t *testing.T) {
 		t.Fatalf("generations on the decision lines = %v, want %v", gens, want)
 	}
 	env.assertNoCanary(t)
+}
+
+// rotationTenants: the top level and tenant team-a both inject a token
+// for api.example.com; tokenFor is team-a's.
+const rotationTenants = `
+ca: {cert_file: ca.pem, key_file: ca.key}
+auth: {required: true}
+network:
+  allowlist:
+    - domain: api.example.com
+      transform: {Authorization: "Bearer top-level-token"}
+tenants:
+  - name: team-a
+    proxy_auth:
+      - {type: basic, user: team-a, password: "${env:PASS_A}"}
+    network:
+      allowlist:
+        - domain: api.example.com
+          transform: {Authorization: "Bearer ${env:%s}"}
+`
+
+// TestRotationStaysInTheTenant: a tenant's open intercepted tunnel takes a
+// rotated token from its own tenant's policy only — never the top-level
+// entry of the same pattern, nor anything once the tenant is gone.
+func TestRotationStaysInTheTenant(t *testing.T) {
+	e := newTenantGatewayText(t, fmt.Sprintf(rotationTenants, "TOKEN_A"))
+	proxyURL := &url.URL{Scheme: "http", Host: e.gw.addr, User: url.UserPassword("team-a", passA)}
+	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: e.pool.Clone()}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	tlsURL := "https://api.example.com:" + e.tlsUp.port() + "/"
+	var reused []bool
+	get := func() string {
+		t.Helper()
+		req, _ := http.NewRequest("GET", tlsURL, nil)
+		trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }}
+		resp, err := c.Do(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return lastAuth(t, e.tlsUp)
+	}
+	if get() != "Bearer "+tokenA {
+		t.Fatal("team-a's first request did not carry team-a's token")
+	}
+	// A reload of the same config: the top-level entry has the same
+	// pattern and injects, but the tunnel is team-a's.
+	same := tenantPolicyText(t, fmt.Sprintf(rotationTenants, "TOKEN_A"), e.tlsUp.hostPort(), e.plain.hostPort())
+	same.SetGeneration(2)
+	if err := e.gw.srv.SetPolicy(same); err != nil {
+		t.Fatal(err)
+	}
+	if get() != "Bearer "+tokenA {
+		t.Fatal("after a reload team-a's open tunnel did not carry team-a's token")
+	}
+	// team-a's token rotated: the open tunnel takes the new one.
+	rotated := tenantPolicyText(t, fmt.Sprintf(rotationTenants, "TOKEN_B"), e.tlsUp.hostPort(), e.plain.hostPort())
+	rotated.SetGeneration(3)
+	if err := e.gw.srv.SetPolicy(rotated); err != nil {
+		t.Fatal(err)
+	}
+	if get() != "Bearer "+tokenB {
+		t.Fatal("team-a's open tunnel did not take its rotated token")
+	}
+	// team-a gone: its open tunnel keeps what it had, and never gets the
+	// top-level token.
+	gone := tenantPolicyText(t, `
+ca: {cert_file: ca.pem, key_file: ca.key}
+network:
+  allowlist:
+    - domain: api.example.com
+      transform: {Authorization: "Bearer top-level-token"}
+`, e.tlsUp.hostPort(), e.plain.hostPort())
+	gone.SetGeneration(4)
+	if err := e.gw.srv.SetPolicy(gone); err != nil {
+		t.Fatal(err)
+	}
+	if get() != "Bearer "+tokenB {
+		t.Fatal("with team-a gone its open tunnel did not keep its last token")
+	}
+	if len(reused) != 4 || slices.Contains(reused[1:], false) {
+		t.Fatalf("connection reuse = %v: the tunnel was not kept", reused)
+	}
 }

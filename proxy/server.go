@@ -127,6 +127,9 @@ type Server struct {
 	// policy's or an entry's).
 	transports transportSet
 
+	// tokens caches the OAuth2 tokens of the entries that fetch one.
+	tokens tokenCache
+
 	// hijacked tracks CONNECT connections, which http.Server.Shutdown does
 	// not see once they are hijacked; Shutdown waits for them, then closes them.
 	mu          sync.Mutex

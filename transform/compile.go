@@ -118,6 +118,14 @@ func (e *SpecError) Unwrap() error { return e.Err }
 // Compile resolves every value and validates the specs. The first error is
 // returned as a *SpecError.
 func Compile(specs []HeaderSpec, opts Options) (*Rules, error) {
+	return CompileSpec(Spec{Headers: specs}, opts)
+}
+
+// CompileSpec resolves and validates every credential of one entry: its
+// headers, its Basic credentials and its query parameters. The first error
+// is a *SpecError (a header) or a *CredentialError (basic, query).
+func CompileSpec(spec Spec, opts Options) (*Rules, error) {
+	specs := spec.Headers
 	r := &Rules{refs: make(map[string]string, len(specs))}
 	seen := make(map[string]int, len(specs))
 	var secrets, envNames []string
@@ -149,6 +157,12 @@ func Compile(specs []HeaderSpec, opts Options) (*Rules, error) {
 		}
 		envNames = append(envNames, res.envNames...)
 	}
+	more, err := r.addCredentials(spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	secrets = append(secrets, more.secrets...)
+	envNames = append(envNames, more.envNames...)
 	sort.Strings(envNames)
 	r.envNames = slices.Compact(envNames)
 	sort.Slice(r.headers, func(a, b int) bool { return r.headers[a].name < r.headers[b].name })

@@ -22,6 +22,14 @@ type Rules struct {
 	secrets  []Secret
 	envNames []string // sorted, distinct
 	scrubber *Scrubber
+
+	basic bool    // Authorization is Basic credentials (BasicSpec)
+	query []param // sorted by name
+	// oauth2, if set, is a client-credentials grant whose token the proxy
+	// fetches and sets as Authorization: Bearer.
+	oauth2 *OAuth2
+	// sigv4, if set, signs each request (Authorization, X-Amz-*).
+	sigv4 *AWSSigV4
 }
 
 // Names returns the canonical names of the configured headers, sorted: what
@@ -85,6 +93,9 @@ func (r *Rules) Scrubber() *Scrubber {
 func (r *Rules) String() string {
 	if r == nil {
 		return "transform.Rules(nil)"
+	}
+	if len(r.query) > 0 {
+		return "transform.Rules" + fmt.Sprint(r.names) + "?" + fmt.Sprint(r.QueryNames())
 	}
 	return "transform.Rules" + fmt.Sprint(r.names)
 }
@@ -152,6 +163,12 @@ func (r *Rules) strip(k string, conn [][]string) bool {
 		}
 	}
 	if r != nil {
+		if (r.oauth2 != nil || r.sigv4 != nil) && SameHeaderName(k, "Authorization") {
+			return true // the proxy sets it (the fetched token, the signature)
+		}
+		if r.sigv4 != nil && IsSigV4Part(k) {
+			return true // the sandbox's signature parts; the proxy signs anew
+		}
 		for _, hd := range r.headers {
 			if SameHeaderName(k, hd.name) {
 				return true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -46,6 +47,13 @@ func runCheck(_ context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		if entry := cfg.EntryOf(e); entry != nil && entry.ResponseHeaderTimeout > 0 {
 			kind += ", response_header " + entry.ResponseHeaderTimeout.String()
 		}
+		if entry := cfg.EntryOf(e); entry != nil && len(entry.Ports)+len(entry.RawPorts) > 0 {
+			kind += ", ports " + orDefault(joinPorts(entry.Ports), "any") + ", raw_ports " + orNone(joinPorts(entry.RawPorts))
+		}
+		if entry := cfg.EntryOf(e); entry != nil && entry.Transform != nil {
+			// Kinds and names only: never a value.
+			kind += ", credentials: " + entry.Transform.Describe() + "; scope: " + entry.Scope.String()
+		}
 		fmt.Fprintf(stdout, "  %-14s %s (%s)\n", label, e.Domain, kind)
 	}
 	cidrs := make([]string, len(cfg.AllowCIDRs))
@@ -75,4 +83,12 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+func joinPorts(ports []uint16) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(s, ",")
 }

@@ -40,6 +40,8 @@ type entryView struct {
 	Domain         string            `json:"domain"`
 	Kind           string            `json:"kind"`
 	Transform      map[string]string `json:"transform,omitempty"`
+	Credentials    string            `json:"credentials,omitempty"`
+	Scope          string            `json:"scope,omitempty"`
 	AllowPlaintext bool              `json:"allow_plaintext,omitempty"`
 	Timeouts       map[string]string `json:"timeouts,omitempty"`
 	Addresses      []string          `json:"addresses,omitempty"`
@@ -89,6 +91,7 @@ func newConfigView(c *config.Config, generation uint64, pending []string) config
 		if entry := c.EntryOf(e); entry != nil {
 			if rules := entry.Transform; rules != nil {
 				ev.Transform = rules.References()
+				ev.Credentials, ev.Scope = rules.Describe(), entry.Scope.String()
 			}
 			ev.AllowPlaintext = entry.AllowPlaintext
 			if d := entry.ResponseHeaderTimeout; d > 0 {
