@@ -9,8 +9,6 @@ import (
 	"net/url"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/transform"
 )
@@ -135,7 +133,7 @@ type upstreamTripper struct {
 	transport      http.RoundTripper
 	// h2, if set, is the tunnel's HTTP/2 connection upstream (the client
 	// negotiated h2): every request goes over it. h2conn is its socket.
-	h2     *http2.ClientConn
+	h2     *http.ClientConn
 	h2conn net.Conn
 }
 

@@ -56,7 +56,7 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 		return
 	}
 	if tlsConn.ConnectionState().NegotiatedProtocol == "h2" && probe.conn != nil {
-		s.serveMITMH2(ctx, tlsConn, probe.conn, t, dest, rules, tunnel)
+		s.serveMITMH2(ctx, tlsConn, probe.conn, t, dest, rules, tm.ResponseHeader, tunnel)
 		return
 	}
 	probe.close()

@@ -3,11 +3,13 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/http"
 	"slices"
-
-	"golang.org/x/net/http2"
+	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/hookgate/hookgate/config"
 )
@@ -70,9 +72,11 @@ func (p *h2Probe) close() {
 // client and upstream both chose h2: each request takes the same steps as
 // over HTTP/1.1 (host binding, scope, injection, scrubbing, one decision
 // line) and goes upstream as a stream of the tunnel's one h2 connection.
-func (s *Server) serveMITMH2(ctx context.Context, client *tls.Conn, upstream *tls.Conn, t target, dest Target, rules *config.Entry, tunnel *decision) {
+// responseHeader bounds the wait for each response's header, as it does
+// over HTTP/1.1.
+func (s *Server) serveMITMH2(ctx context.Context, client *tls.Conn, upstream *tls.Conn, t target, dest Target, rules *config.Entry, responseHeader time.Duration, tunnel *decision) {
 	defer upstream.Close()
-	cc, err := (&http2.Transport{}).NewClientConn(upstream)
+	cc, err := newH2ClientConn(ctx, upstream, t, responseHeader)
 	if err != nil {
 		tunnel.refuse(classifyUpstream(err, t.host))
 		return
@@ -80,11 +84,50 @@ func (s *Server) serveMITMH2(ctx context.Context, client *tls.Conn, upstream *tl
 	defer cc.Close()
 	h := &mitmHandler{s: s, t: t, dest: dest, admitted: injection{entry: rules, generation: tunnel.generation}, tunnel: tunnel, up: upstreamTripper{h2: cc, h2conn: upstream}}
 	h.proxy = s.mitmProxy(h)
-	srv := &http2.Server{IdleTimeout: s.timeouts.Idle, MaxUploadBufferPerStream: 1 << 20}
-	var conn net.Conn = s.watch(client, tunnel)
-	// The header limit of the HTTP/1.1 path (http2 reads it from the base
-	// server's MaxHeaderBytes).
-	base := &http.Server{MaxHeaderBytes: s.maxHdr}
-	srv.ServeConn(conn, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: base})
+	srv := s.newH2Server(ctx, h)
+	// net/http serves h2 only on a *tls.Conn itself (it reads the
+	// negotiated protocol from it), so the client connection is served
+	// as it is; the listener ends Serve when that connection closes.
+	ln := newOneConnListener(client)
+	srv.ConnState = ln.connState
+	_ = srv.Serve(ln)
 	h.active.Wait()
+}
+
+// newH2Server is the HTTP/2-only server of one intercepted tunnel: the
+// header limit and idle timeout of the HTTP/1.1 path, a 1 MiB receive
+// window per stream, and ctx as the parent of every request's context.
+func (s *Server) newH2Server(ctx context.Context, h http.Handler) *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP2(true)
+	return &http.Server{
+		Handler:        h,
+		Protocols:      &protocols,
+		HTTP2:          &http.HTTP2Config{MaxReceiveBufferPerStream: 1 << 20},
+		IdleTimeout:    s.timeouts.Idle,
+		MaxHeaderBytes: s.maxHdr,
+		ErrorLog:       s.stdLogger(),
+		BaseContext:    func(net.Listener) context.Context { return ctx },
+	}
+}
+
+// newH2ClientConn makes the tunnel's HTTP/2 client connection over
+// upstream, the TLS connection the probe dialled (through the guard) and on
+// which the upstream chose h2: the transport's TLS dialer hands out that
+// connection, once, so nothing else is ever dialled.
+func newH2ClientConn(ctx context.Context, upstream *tls.Conn, t target, responseHeader time.Duration) (*http.ClientConn, error) {
+	var protocols http.Protocols
+	protocols.SetHTTP2(true)
+	var dialled atomic.Bool
+	tr := &http.Transport{
+		Protocols:             &protocols,
+		ResponseHeaderTimeout: responseHeader,
+		DialTLSContext: func(context.Context, string, string) (net.Conn, error) {
+			if dialled.Swap(true) {
+				return nil, errors.New("the tunnel's upstream connection is already in use")
+			}
+			return upstream, nil
+		},
+	}
+	return tr.NewClientConn(ctx, "https", net.JoinHostPort(t.host, strconv.Itoa(int(t.port))))
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,5 +99,63 @@ func TestMITMGRPCOverH2(t *testing.T) {
 				t.Fatal("the secret appears in the log")
 			}
 		})
+	}
+}
+
+// protoRecorder remembers the protocol of every response its transport got.
+type protoRecorder struct {
+	rt     http.RoundTripper
+	mu     sync.Mutex
+	protos []int
+}
+
+func (p *protoRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := p.rt.RoundTrip(r)
+	if err == nil {
+		p.mu.Lock()
+		p.protos = append(p.protos, resp.ProtoMajor)
+		p.mu.Unlock()
+	}
+	return resp, err
+}
+
+// TestResponseHeaderTimeoutPerEntryMITMH2: an entry's response-header
+// timeout holds inside intercepted tunnels that speak HTTP/2 as it does
+// over HTTP/1.1: the quick host's request gets its 504 while the patient
+// host's, sent first, is still answered.
+func TestResponseHeaderTimeoutPerEntryMITMH2(t *testing.T) {
+	up := newGatedUpstream()
+	origin := httptest.NewUnstartedServer(http.HandlerFunc(up.serve))
+	origin.EnableHTTP2 = true
+	origin.Config.ErrorLog = log.New(io.Discard, "", 0)
+	origin.StartTLS()
+	t.Cleanup(origin.Close)
+	authority, pool := newCA(t)
+	hostPort := origin.Listener.Addr().String()
+	rules := compileRules(t, map[string]string{"Authorization": "Bearer ${env:CANARY}"})
+	g := startGateway(t, gatewayConfig{
+		allow:    []string{"telemetry.example.com", "llm.example.com"},
+		exempt:   []string{hostPort},
+		names:    map[string][]string{"telemetry.example.com": {"127.0.0.1"}, "llm.example.com": {"127.0.0.1"}},
+		roots:    origin,
+		entries:  []config.Entry{{Transform: rules}, {Transform: rules, ResponseHeaderTimeout: longTimeout}},
+		timeouts: Timeouts{ResponseHeader: shortTimeout},
+		leaves:   ca.NewLeafCache(authority, 16),
+	})
+	proxyURL, _ := url.Parse("http://" + g.addr)
+	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	rec := &protoRecorder{rt: tr}
+	c := &http.Client{Transport: rec, Timeout: 10 * time.Second}
+	_, port := splitHostPortDefault(hostPort, "")
+	checkSlowAnswers(t, c, up, "https://llm.example.com:"+port+"/patient", "https://telemetry.example.com:"+port+"/quick")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if fmt.Sprint(rec.protos) != "[2 2]" {
+		t.Fatalf("the answers came over HTTP/%v, want HTTP/2 for both", rec.protos)
+	}
+	g.logs.waitDecisions(t, 2)
+	if strings.Contains(g.logs.String(), canary) {
+		t.Fatal("the secret appears in the gateway's log")
 	}
 }
