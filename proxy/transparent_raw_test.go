@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -196,5 +197,42 @@ func TestResolvedNames(t *testing.T) {
 	r.Remember(other, "y.test", []netip.Addr{b}, time.Minute)
 	if got := r.Names(client, a); got != nil {
 		t.Fatalf("evicted pair still answers: %v", got)
+	}
+}
+
+// On a raw port of a remembered name, an HTTP request and a ClientHello
+// keep their usual paths (routed by Host and by SNI), never raw.
+func TestTransparentRawPortKeepsHTTPAndTLS(t *testing.T) {
+	sshAddr, sshPort := sshLikeServer(t)
+	g := startGateway(t, gatewayConfig{
+		allow:    []string{"git.example.com"},
+		exempt:   []string{sshAddr},
+		names:    map[string][]string{"git.example.com": {"127.0.0.1"}},
+		entries:  []config.Entry{{RawPorts: []uint16{sshPort}}},
+		timeouts: Timeouts{ClientHello: 300 * time.Millisecond},
+	})
+	names := &fakeNames{}
+	names.set("127.0.0.1", "127.0.0.1", "git.example.com")
+	var orig atomic.Pointer[netip.AddrPort]
+	ap := netip.MustParseAddrPort(sshAddr)
+	orig.Store(&ap)
+	addr := rawTransparentGateway(t, g, names, &orig)
+
+	c := dialTimeout(t, addr)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: git.example.com\r\nConnection: close\r\n\r\n")
+	_, _ = bufio.NewReader(c).ReadString('\n')
+	c.Close()
+	if d := g.logs.waitDecisions(t, 1)[0]; d["mode"] != modeHTTP || d["transparent"] != true {
+		t.Fatalf("HTTP on a raw port: decision = %v", d)
+	}
+
+	c = dialTimeout(t, addr)
+	tc := tls.Client(c, &tls.Config{ServerName: "git.example.com"})
+	if err := tc.Handshake(); err == nil {
+		t.Fatal("a TLS handshake with an SSH server succeeded")
+	}
+	c.Close()
+	if d := g.logs.waitDecisions(t, 2)[1]; d["mode"] != modeTunnel || d["sni"] != "git.example.com" {
+		t.Fatalf("TLS on a raw port: decision = %v", d)
 	}
 }
