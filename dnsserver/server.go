@@ -155,7 +155,10 @@ type Decision struct {
 	// Addrs are the addresses answered, or, when refused by address
 	// policy, the addresses upstream returned. Shared with the cache:
 	// read-only.
-	Addrs    []netip.Addr
+	Addrs []netip.Addr
+	// TTL is the TTL the answer carried (zero when it carried no
+	// records).
+	TTL      time.Duration
 	Duration time.Duration
 }
 
@@ -311,6 +314,7 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	if (d.Verdict == VerdictAnswer || d.Verdict == VerdictSinkhole) && len(d.Addrs) > 0 {
 		name := r.Question[0].Name // echo the asker's spelling (0x20 randomisation)
 		m.Answer = make([]dns.RR, 0, len(d.Addrs))
+		d.TTL = time.Duration(ttl) * time.Second
 		for _, a := range d.Addrs {
 			hdr := dns.RR_Header{Name: name, Class: dns.ClassINET, Ttl: ttl}
 			if a.Is4() {

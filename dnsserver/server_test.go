@@ -487,3 +487,19 @@ func TestPinnedEntry(t *testing.T) {
 		t.Errorf("inside its pins: rcode %s, answer %v (%q)", dns.RcodeToString[r.Rcode], answerAddrs(r), d.Reason)
 	}
 }
+
+// A decision carries the TTL its answer carried (what the gateway's DNS
+// memory keeps a name for); one without records carries none.
+func TestDecisionTTL(t *testing.T) {
+	e := startEnv(t, Options{TTL: 40 * time.Second}, testDomains...)
+	seed(e.res)
+	r := e.query(t, "udp", "allowed.test.", dns.TypeA)
+	d := <-e.decisions
+	if len(r.Answer) != 1 || d.TTL != time.Duration(r.Answer[0].Header().Ttl)*time.Second || d.TTL <= 0 || d.TTL > 40*time.Second {
+		t.Fatalf("answer %v, decision TTL %v", r.Answer, d.TTL)
+	}
+	e.query(t, "udp", "denied.test.", dns.TypeA)
+	if d := <-e.decisions; d.TTL != 0 {
+		t.Fatalf("refused answer: decision TTL %v", d.TTL)
+	}
+}

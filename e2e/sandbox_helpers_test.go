@@ -38,7 +38,7 @@ func sandboxClientMain() (code int, isClient bool) {
 		return 0, false
 	}
 	switch os.Args[1] {
-	case "dns", "udp", "tcp", "loopback":
+	case "dns", "udp", "tcp", "ssh", "loopback":
 		return runSandboxClient(os.Args[1], os.Args[2:]), true
 	}
 	return 0, false
@@ -50,6 +50,8 @@ func sandboxClientMain() (code int, isClient bool) {
 //	udp ADDR           send one datagram; print "reply ..." or "no reply"
 //	tcp ADDR PAYLOAD   connect, send PAYLOAD (Go-quoted), print "connected" and what came back
 //	loopback           serve on 127.0.0.1 and ::1, connect to each; print "ok ADDR" or the error
+//	ssh NAME PORT      resolve NAME as dns does, connect to its first address on PORT, send an
+//	                   SSH banner; print what came back
 func runSandboxClient(role string, args []string) int {
 	switch {
 	case role == "loopback" && len(args) == 0:
@@ -74,6 +76,8 @@ func runSandboxClient(role string, args []string) int {
 			}
 		}
 		fmt.Println(strings.Join(out, " "))
+	case role == "ssh" && len(args) == 2:
+		return sandboxSSH(args[0], args[1])
 	case role == "udp" && len(args) == 1:
 		c, err := net.Dial("udp", args[0])
 		if err != nil {
@@ -114,6 +118,40 @@ func runSandboxClient(role string, args []string) int {
 		fmt.Fprintf(os.Stderr, "e2e sandbox client: bad arguments %q\n", append([]string{role}, args...))
 		return 2
 	}
+	return 0
+}
+
+// sandboxSSH is the ssh role: what an SSH client does through the
+// sandbox's DNS and redirection, with no proxy settings.
+func sandboxSSH(name, port string) int {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	r, _, err := (&dns.Client{Net: "udp", Timeout: sandboxOpTimeout}).Exchange(m, "192.0.2.53:53")
+	if err != nil {
+		fmt.Println("dns error:", err)
+		return 1
+	}
+	var addr string
+	for _, rr := range r.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			addr = a.A.String()
+			break
+		}
+	}
+	if addr == "" {
+		fmt.Println("no address:", dns.RcodeToString[r.Rcode])
+		return 1
+	}
+	c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, port), sandboxOpTimeout)
+	if err != nil {
+		fmt.Println("dial error:", err)
+		return 0
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(sandboxOpTimeout))
+	_, _ = io.WriteString(c, "SSH-2.0-sandbox\r\n")
+	b, err := io.ReadAll(io.LimitReader(c, 4096))
+	fmt.Printf("got %q (%v)\n", b, err)
 	return 0
 }
 

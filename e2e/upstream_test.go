@@ -217,6 +217,11 @@ func runUpstream() error {
 	if err != nil {
 		return err
 	}
+	sshLn, err := listen(22)
+	if err != nil {
+		return err
+	}
+	go serveSSHLike(sshLn)
 	dnsAddr := netip.AddrPortFrom(addr, 53).String()
 	udpConn, err := net.ListenPacket("udp", dnsAddr)
 	if err != nil {
@@ -261,8 +266,32 @@ func runUpstream() error {
 	_ = httpsSrv.Shutdown(ctx)
 	_ = udpSrv.ShutdownContext(ctx)
 	_ = tcpSrv.ShutdownContext(ctx)
+	_ = sshLn.Close()
 	if serveErr != nil {
 		return fmt.Errorf("serving: %w", serveErr)
 	}
 	return nil
 }
+
+// serveSSHLike answers on port 22 as an SSH server starts: its banner
+// first, then "ok:" and the line the client sent, then it hangs up.
+func serveSSHLike(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			_, _ = io.WriteString(c, sshBanner)
+			line, err := bufio.NewReader(io.LimitReader(c, 4096)).ReadString('\n')
+			if err == nil {
+				_, _ = io.WriteString(c, "ok:"+line)
+			}
+		}()
+	}
+}
+
+// sshBanner is what the upstream's port 22 says first.
+const sshBanner = "SSH-2.0-OpenSSH_9.6 hookgate-e2e\r\n"

@@ -72,7 +72,11 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	d.status = http.StatusOK
 	if adm.verdict.Entry.RawPort(t.port) {
-		s.openRaw(ss, buf, t, adm)
+		var early []byte
+		if n := buf.Reader.Buffered(); n > 0 {
+			early, _ = buf.Reader.Peek(n)
+		}
+		s.openRaw(ss, early, t, adm)
 		return
 	}
 

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 )
 
@@ -12,8 +11,9 @@ const modeRaw = "raw"
 // raw_ports as it is: no ClientHello is required (SSH's server speaks
 // first), nothing is intercepted and no credential is injected. The host
 // and every address were judged as for any tunnel; the guard dials only
-// those. Bytes the client sent behind the CONNECT go first.
-func (s *Server) openRaw(ss *session, buf *bufio.ReadWriter, t target, adm admission) {
+// those. Bytes the client already sent (behind the CONNECT, or read while
+// telling a transparent connection's protocol apart) go first.
+func (s *Server) openRaw(ss *session, early []byte, t target, adm admission) {
 	d := ss.d
 	d.mode = modeRaw
 	ctx, cancel := context.WithTimeout(context.Background(), adm.timeouts.Dial)
@@ -25,15 +25,14 @@ func (s *Server) openRaw(ss *session, buf *bufio.ReadWriter, t target, adm admis
 		return
 	}
 	d.setUpstream(upstream)
-	if n := buf.Reader.Buffered(); n > 0 {
-		early, _ := buf.Reader.Peek(n)
+	if len(early) > 0 {
 		if _, err := upstream.Write(early); err != nil {
 			upstream.Close()
 			d.refuse(classifyUpstream(err, t.host))
 			ss.end()
 			return
 		}
-		d.addIn(int64(n))
+		d.addIn(int64(len(early)))
 	}
 	go func() {
 		s.relay(ss.client, upstream, d, adm.timeouts.TunnelIdle)

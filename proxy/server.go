@@ -105,6 +105,11 @@ type Options struct {
 	// Leaves mints the certificates shown to clients of intercepted (MITM)
 	// tunnels. Required when the policy has transforms.
 	Leaves *ca.LeafCache
+	// Names, if set, is what the gateway's DNS server answered each
+	// sandbox client (a *ResolvedNames). Transparent mode relays a
+	// connection on one of an entry's raw_ports only to an address
+	// answered for that entry's name; without Names it relays none.
+	Names NameMemory
 }
 
 // Server is the explicit egress proxy. Create it with New, run it with Serve,
@@ -151,6 +156,9 @@ type Server struct {
 	// origDst recovers a redirected connection's destination; OriginalDst,
 	// replaced in tests that cannot install redirect rules.
 	origDst func(net.Conn) (netip.AddrPort, error)
+
+	// names is Options.Names: nil when transparent raw tunnels are off.
+	names NameMemory
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -169,6 +177,7 @@ func New(o Options) (*Server, error) {
 		maxHdr:   o.MaxHeaderBytes,
 		hijacked: make(map[net.Conn]struct{}),
 		origDst:  OriginalDst,
+		names:    o.Names,
 		limiter:  &connLimiter{limits: o.Limits},
 	}
 	if s.maxHdr <= 0 {

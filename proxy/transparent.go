@@ -22,6 +22,11 @@ import (
 // allowlist, guarded dial of the name that was allowed (never the address
 // the sandbox aimed at), tunnel or interception, one decision line. TLS
 // without SNI is judged by the original destination as an IP literal.
+//
+// One exception: a connection to an address the gateway's DNS server
+// answered to this client, on one of the raw_ports of the answered name's
+// entry, that is neither TLS nor HTTP is relayed raw under that name (see
+// serveTransparentRawPort).
 func (s *Server) ServeTransparent(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing {
@@ -63,9 +68,14 @@ func (s *Server) serveTransparentConn(c net.Conn) {
 		orig, _ = netip.ParseAddrPort(c.LocalAddr().String())
 	}
 	d.port = orig.Port()
-	id, idDen := identifyAddr(s.policy.Load(), clientIP(c.RemoteAddr().String()))
+	client := clientIP(c.RemoteAddr().String())
+	id, idDen := identifyAddr(s.policy.Load(), client)
 	d.tenant = id.tenant
 
+	if name := s.rawName(id.policy, client, orig); name != "" {
+		s.serveTransparentRawPort(ss, orig, id, idDen, name)
+		return
+	}
 	_ = c.SetReadDeadline(time.Now().Add(s.timeouts.ReadHeader))
 	var first [1]byte
 	if _, err := io.ReadFull(c, first[:]); err != nil {

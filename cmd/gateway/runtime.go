@@ -57,6 +57,9 @@ type gateway struct {
 	own     []netip.Addr
 	proxy   *proxy.Server
 	dns     *dnsserver.Server
+	// names remembers the DNS server's answers for transparent raw
+	// tunnels (raw_ports reached through the sandbox's DNS).
+	names *proxy.ResolvedNames
 
 	reloadMu sync.Mutex // one reload at a time (SIGHUP and the admin API)
 	// cfg is the config in force: the settings read only at start keep
@@ -112,6 +115,7 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	}
 	p.SetGeneration(1)
 	resolver := newResolver(cfg.DNSServers, o.dialControl)
+	g.names = proxy.NewResolvedNames(0)
 	g.proxy, err = proxy.New(proxy.Options{
 		Policy: p,
 		// Names only: every address is judged again on every dial.
@@ -122,6 +126,7 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 		Limits:        proxy.Limits{MaxConns: cfg.MaxConnections, MaxConnsPerClient: cfg.MaxConnectionsPerClient},
 		Observer:      g.observer(),
 		DialControl:   o.dialControl,
+		Names:         g.names,
 	})
 	if err != nil {
 		return nil, err
@@ -343,6 +348,13 @@ func (g *gateway) observer() proxy.Observer {
 
 func (g *gateway) dnsDecision(d dnsserver.Decision) {
 	g.metrics.DNS(d.Verdict)
+	// Only names the policy allowed, answered with their real addresses:
+	// never a sinkhole answer, nor report mode's would-deny.
+	if d.Verdict == dnsserver.VerdictAnswer && d.Reason == dnsserver.ReasonAllowed && len(d.Addrs) > 0 {
+		if client, err := netip.ParseAddrPort(d.Client); err == nil {
+			g.names.Remember(client.Addr(), d.Name, d.Addrs, d.TTL)
+		}
+	}
 	g.recent.Add(dnsDecisionView{
 		Kind: "dns", Time: time.Now().Add(-d.Duration), Client: d.Client, Tenant: d.Tenant, Name: d.Name, Type: d.Type,
 		Verdict: d.Verdict, Reason: d.Reason, Cached: d.Cached, DurationMS: durationMS(d.Duration),
