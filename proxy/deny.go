@@ -23,7 +23,8 @@ import (
 // as "error" in the JSON body, and logged.
 type Code string
 
-// The codes of SPEC §5. Each is documented in the README.
+// The refusal codes the gateway answers with. Each is documented in the
+// README's table of denials.
 const (
 	CodeAllowlist           Code = "blocked-by-allowlist"
 	CodeAddressPolicy       Code = "blocked-by-address-policy"

@@ -33,16 +33,8 @@ func TestServedGatewayCredentialKindsLeakNothing(t *testing.T) {
 	token := "hgtok" + hex.EncodeToString(raw)
 	t.Setenv("HG_CRED_SECRET", secret)
 
-	upCADir, caDir := t.TempDir(), t.TempDir()
-	upCert, upKey, err := ca.Init(upCADir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upCA, err := ca.Load(upCert, upKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaves := ca.NewLeafCache(upCA, 8)
+	caDir := t.TempDir()
+	upCert, leaves := upstreamLeaves(t)
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/token" {
 			w.Header().Set("Content-Type", "application/json")

@@ -97,16 +97,8 @@ func TestServedGatewayLeaksNothing(t *testing.T) {
 	secret := "hgserve" + hex.EncodeToString(raw)
 	t.Setenv("HG_LEAK_TOKEN", secret)
 
-	upCADir, caDir := t.TempDir(), t.TempDir()
-	upCert, upKey, err := ca.Init(upCADir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upCA, err := ca.Load(upCert, upKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaves := ca.NewLeafCache(upCA, 4)
+	caDir := t.TempDir()
+	upCert, leaves := upstreamLeaves(t)
 	tlsUp := newMalformedUpstream(t, &tls.Config{MinVersion: tls.VersionTLS12,
 		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) { return leaves.Get(h.ServerName) }})
 	plainUp := newMalformedUpstream(t, nil)
@@ -190,4 +182,20 @@ func TestServedGatewayLeaksNothing(t *testing.T) {
 	if t.Failed() {
 		sg.logs.Reset() // withheld: it may hold the secret
 	}
+}
+
+// upstreamLeaves makes a CA for test upstreams and returns its certificate
+// file (for upstream.ca_file) and a cache of leaves it signs (a TLS
+// upstream's GetCertificate), so that one upstream answers for any name.
+func upstreamLeaves(t *testing.T) (string, *ca.LeafCache) {
+	t.Helper()
+	cert, key, err := ca.Init(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	authority, err := ca.Load(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, ca.NewLeafCache(authority, 16)
 }

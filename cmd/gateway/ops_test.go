@@ -131,13 +131,8 @@ func (sg *servedGateway) rewrite(t *testing.T, configYAML string) {
 // opsEnv: a TLS upstream for several names, our CA, and a config that
 // injects a token for inject.example.com.
 type opsEnv struct {
-	up      *httptest.Server
-	port    string
-	dnsAddr string
-	caDir   string
-	upCA    string
-	pool    *x509.CertPool // trusts our CA and the upstream
-	token   string
+	tlsUpstreamEnv // its pool also trusts the upstream
+	token          string
 	// A request for /slow reports its arrival on slowArrived, then waits
 	// for releaseSlow to be closed (or for its client to leave).
 	slowArrived chan struct{}
@@ -148,7 +143,7 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	t.Helper()
 	e := &opsEnv{token: "ops-canary-3f9d1c77e2", slowArrived: make(chan struct{}, 8), releaseSlow: make(chan struct{})}
 	t.Setenv("HG_OPS_TOKEN", e.token)
-	e.up = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.tlsUpstreamEnv = newTLSUpstreamEnv(t, []string{"example.com", "other.example.com", "inject.example.com"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			e.slowArrived <- struct{}{}
 			select {
@@ -158,9 +153,33 @@ func newOpsEnv(t *testing.T) *opsEnv {
 		}
 		fmt.Fprintf(w, "%s %s", r.Host, r.Header.Get("Authorization"))
 	}))
+	e.pool.AddCert(e.up.Certificate())
+	return e
+}
+
+// tlsUpstreamEnv is what the served-gateway tests share: a TLS upstream
+// (port) for some names, a DNS server (dnsAddr) answering them with
+// 127.0.0.1, the gateway's CA in caDir, the upstream's certificate as a
+// PEM file for upstream.ca_file, and a pool trusting the gateway's CA.
+type tlsUpstreamEnv struct {
+	up      *httptest.Server
+	port    string
+	dnsAddr string
+	caDir   string
+	upCA    string
+	pool    *x509.CertPool
+}
+
+func newTLSUpstreamEnv(t *testing.T, names []string, h http.Handler) tlsUpstreamEnv {
+	t.Helper()
+	e := tlsUpstreamEnv{up: httptest.NewTLSServer(h)}
 	t.Cleanup(e.up.Close)
 	_, e.port, _ = net.SplitHostPort(e.up.Listener.Addr().String())
-	e.dnsAddr = testDNS(t, map[string]string{"example.com": "127.0.0.1", "other.example.com": "127.0.0.1", "inject.example.com": "127.0.0.1"})
+	answers := make(map[string]string, len(names))
+	for _, n := range names {
+		answers[n] = "127.0.0.1"
+	}
+	e.dnsAddr = testDNS(t, answers)
 	e.caDir = t.TempDir()
 	certPath, _, err := ca.Init(e.caDir)
 	if err != nil {
@@ -170,10 +189,12 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	if err := os.WriteFile(e.upCA, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: e.up.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ourCA, _ := os.ReadFile(certPath)
+	ourCA, err := os.ReadFile(certPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.pool = x509.NewCertPool()
 	e.pool.AppendCertsFromPEM(ourCA)
-	e.pool.AddCert(e.up.Certificate())
 	return e
 }
 

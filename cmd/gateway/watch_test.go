@@ -2,13 +2,9 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"net/url"
 	"os"
@@ -17,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/hookgate/hookgate/ca"
 )
 
 // volume is a directory written the way the kubelet writes ConfigMap and
@@ -73,12 +67,7 @@ func (v *volume) write(t *testing.T, files map[string]string) {
 // request (and echoes nothing), the gateway's CA, and a config in one
 // volume referencing a token in another.
 type watchEnv struct {
-	up       *httptest.Server
-	port     string
-	dnsAddr  string
-	caDir    string
-	upCA     string
-	pool     *x509.CertPool
+	tlsUpstreamEnv
 	cfg, sec *volume
 
 	mu   sync.Mutex
@@ -88,27 +77,12 @@ type watchEnv struct {
 func newWatchEnv(t *testing.T) *watchEnv {
 	t.Helper()
 	e := &watchEnv{cfg: &volume{dir: t.TempDir()}, sec: &volume{dir: t.TempDir()}}
-	e.up = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.tlsUpstreamEnv = newTLSUpstreamEnv(t, []string{"inject.example.com"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
 		e.seen = append(e.seen, r.Header.Get("Authorization"))
 		e.mu.Unlock()
 		_, _ = io.WriteString(w, "ok")
 	}))
-	t.Cleanup(e.up.Close)
-	_, e.port, _ = net.SplitHostPort(e.up.Listener.Addr().String())
-	e.dnsAddr = testDNS(t, map[string]string{"inject.example.com": "127.0.0.1"})
-	e.caDir = t.TempDir()
-	certPath, _, err := ca.Init(e.caDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.upCA = filepath.Join(t.TempDir(), "upstream.pem")
-	if err := os.WriteFile(e.upCA, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: e.up.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ourCA, _ := os.ReadFile(certPath)
-	e.pool = x509.NewCertPool()
-	e.pool.AppendCertsFromPEM(ourCA)
 	return e
 }
 
