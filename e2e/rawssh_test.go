@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,18 +11,9 @@ import (
 // lists 22 in raw_ports is relayed raw to that address (an SSH exchange
 // goes both ways); the same address without the answer is refused.
 func TestSandboxRawSSH(t *testing.T) {
-	ip, curl := requireE2E(t)
-	h := &sandboxHarness{harness: &harness{t: t, ip: ip, curl: curl}}
-	h.topo = setupNetns(t, ip)
-	h.dir = t.TempDir()
-	h.caPath, h.pool = writeCerts(t, h.dir)
-	h.startUpstream()
-	h.setup()
-	base, err := os.ReadFile(h.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.cfg = writeVariant(t, h.dir, "raw.yaml", string(base),
+	h := newSandboxHarness(t)
+	base := readFile(t, h.cfg)
+	h.cfg = writeVariant(t, h.dir, "raw.yaml", base,
 		"    - domain: allowed.test\n", "    - domain: allowed.test\n      raw_ports: [22]\n")
 
 	t.Run("ssh to a name the sandbox resolved", func(t *testing.T) {

@@ -63,13 +63,8 @@ type sandboxResult struct {
 }
 
 func TestSandboxExec(t *testing.T) {
-	ip, curl := requireE2E(t)
-	h := &sandboxHarness{harness: &harness{t: t, ip: ip, curl: curl}}
-	h.topo = setupNetns(t, ip)
-	h.dir = t.TempDir()
-	h.caPath, h.pool = writeCerts(t, h.dir)
-	h.startUpstream()
-	h.setup()
+	h := newSandboxHarness(t)
+	curl := h.curl
 
 	t.Run("transform host gets the injected header", func(t *testing.T) {
 		recs := len(h.records(t))
@@ -468,6 +463,21 @@ func requireTools(t *testing.T, tools ...string) {
 // setup writes the configs and the gateway CA, makes what the sandbox's
 // unprivileged user needs reachable (see prepareForUser), and opens the
 // namespaces.
+// newSandboxHarness starts the namespaces, the test upstream and the
+// sandbox's config for a test of `sandbox exec` (skipping without root
+// outside CI).
+func newSandboxHarness(t *testing.T) *sandboxHarness {
+	t.Helper()
+	ip, curl := requireE2E(t)
+	h := &sandboxHarness{harness: &harness{t: t, ip: ip, curl: curl}}
+	h.topo = setupNetns(t, ip)
+	h.dir = t.TempDir()
+	h.caPath, h.pool = writeCerts(t, h.dir)
+	h.startUpstream()
+	h.setup()
+	return h
+}
+
 func (h *sandboxHarness) setup() {
 	t := h.t
 	var err error

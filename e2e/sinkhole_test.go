@@ -15,18 +15,9 @@ const sinkholeIP = "169.254.77.1"
 // connect and read the gateway's 403 naming the rule instead of "could not
 // resolve host"; and the sinkhole address opens nothing.
 func TestSandboxSinkhole(t *testing.T) {
-	ip, curl := requireE2E(t)
-	h := &sandboxHarness{harness: &harness{t: t, ip: ip, curl: curl}}
-	h.topo = setupNetns(t, ip)
-	h.dir = t.TempDir()
-	h.caPath, h.pool = writeCerts(t, h.dir)
-	h.startUpstream()
-	h.setup()
-	base, err := os.ReadFile(h.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.cfg = writeVariant(t, h.dir, "sinkhole.yaml", string(base),
+	h := newSandboxHarness(t)
+	base := readFile(t, h.cfg)
+	h.cfg = writeVariant(t, h.dir, "sinkhole.yaml", base,
 		`dns: {servers: ["203.0.113.2:53"]}`, `dns: {servers: ["203.0.113.2:53"], denied: sinkhole}`)
 
 	t.Run("a denied name resolves to the sinkhole", func(t *testing.T) {
@@ -57,7 +48,7 @@ func TestSandboxSinkhole(t *testing.T) {
 		t.Run("curl "+c.name+" to a denied name reads the 403", func(t *testing.T) {
 			recs := len(h.records(t))
 			// No --resolve: the sandbox's own DNS lookup leads the way.
-			res := h.exec(t, curl, "-sS", "--max-time", "10", "-D", "-", c.url)
+			res := h.exec(t, h.curl, "-sS", "--max-time", "10", "-D", "-", c.url)
 			if res.exit != 0 || !strings.Contains(res.stdout, " 403") ||
 				!strings.Contains(strings.ToLower(res.stdout), "x-proxy-error: blocked-by-allowlist") ||
 				!strings.Contains(res.stdout, "denied.test is not on the allowlist") {
@@ -75,7 +66,7 @@ func TestSandboxSinkhole(t *testing.T) {
 
 	t.Run("an allowed name aimed at the sinkhole is dialled by name", func(t *testing.T) {
 		recs := len(h.records(t))
-		res := h.exec(t, curl, "-sS", "--max-time", "10",
+		res := h.exec(t, h.curl, "-sS", "--max-time", "10",
 			"--resolve", "allowed.test:80:"+sinkholeIP, "http://allowed.test/via-sinkhole")
 		if res.exit != 0 || !strings.Contains(res.stdout, "upstream saw allowed.test /via-sinkhole") {
 			t.Errorf("curl: exit %d, stdout %q, stderr %q", res.exit, res.stdout, res.stderr)
@@ -87,7 +78,7 @@ func TestSandboxSinkhole(t *testing.T) {
 
 	// Even with every host allowed and link-local re-opened, the sinkhole
 	// address itself is never dialled: it is the gateway's own.
-	open := writeVariant(t, h.dir, "sinkhole-open.yaml", string(base),
+	open := writeVariant(t, h.dir, "sinkhole-open.yaml", base,
 		`dns: {servers: ["203.0.113.2:53"]}`, `dns: {servers: ["203.0.113.2:53"], denied: sinkhole}
   allow_cidrs: [169.254.0.0/16]`)
 	open = writeVariant(t, h.dir, "sinkhole-open.yaml", readFile(t, open),
@@ -97,7 +88,7 @@ func TestSandboxSinkhole(t *testing.T) {
 		h.cfg = open
 		for _, u := range []string{"http://" + sinkholeIP + "/", "https://" + sinkholeIP + "/"} {
 			recs := len(h.records(t))
-			res := h.exec(t, curl, "-sS", "--max-time", "10", "-k", "-D", "-", u)
+			res := h.exec(t, h.curl, "-sS", "--max-time", "10", "-k", "-D", "-", u)
 			if strings.Contains(res.stdout, "upstream saw") {
 				t.Errorf("%s: the sandbox got an upstream answer: %q", u, res.stdout)
 			}
