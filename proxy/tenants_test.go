@@ -658,25 +658,5 @@ tenants:
       allowlist: [{domain: "*"}]
 `, up.hostPort())
 	gw := startGateway(b, gatewayConfig{policy: p, allow: []string{"unused.example.com"}})
-	proxyURL := &url.URL{Scheme: "http", Host: gw.addr, User: url.UserPassword("bench", passA)}
-	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), MaxIdleConnsPerHost: 64}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr}
-	b.SetParallelism(16)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			resp, err := c.Get(up.URL)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				b.Errorf("status %d", resp.StatusCode)
-				return
-			}
-		}
-	})
+	benchForward(b, &url.URL{Scheme: "http", Host: gw.addr, User: url.UserPassword("bench", passA)}, up.URL)
 }
