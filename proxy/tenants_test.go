@@ -525,21 +525,7 @@ func withoutTenant(t *testing.T, name string, exempt ...string) *config.Policy {
 	t.Helper()
 	text := fmt.Sprintf(tenantYAML, "true")
 	i := strings.Index(text, "  - name: "+name)
-	c, err := config.Parse("tenants.yaml", []byte(text[:i]), config.Options{Transform: transform.Options{
-		Dir:       t.TempDir(),
-		LookupEnv: func(n string) (string, bool) { v, ok := tenantEnv[n]; return v, ok },
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var o config.PolicyOptions
-	for _, e := range exempt {
-		o.Exempt = append(o.Exempt, netip.MustParseAddrPort(e))
-	}
-	p, err := c.Policy(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := tenantPolicyText(t, text[:i], exempt...)
 	if _, ok := p.Tenants.ByName(name); ok {
 		t.Fatalf("%s is still there", name)
 	}
