@@ -258,15 +258,25 @@ func (p *answerParser) present(name string) json.RawMessage {
 	return raw
 }
 
-func (p *answerParser) verdict(allowed ...Verdict) {
+// decision is the answer's "decision" string; false (the failure
+// recorded) when it is missing or not a string.
+func (p *answerParser) decision() (string, bool) {
 	raw := p.present("decision")
 	if raw == nil {
 		p.fail(`no "decision" field`)
-		return
+		return "", false
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		p.fail(`"decision" is not a string`)
+		return "", false
+	}
+	return s, true
+}
+
+func (p *answerParser) verdict(allowed ...Verdict) {
+	s, ok := p.decision()
+	if !ok {
 		return
 	}
 	if !slices.Contains(allowed, Verdict(s)) {
@@ -281,14 +291,8 @@ func (p *answerParser) verdict(allowed ...Verdict) {
 }
 
 func (p *answerParser) stop() {
-	raw := p.present("decision")
-	if raw == nil {
-		p.fail(`no "decision" field`)
-		return
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		p.fail(`"decision" is not a string`)
+	s, ok := p.decision()
+	if !ok {
 		return
 	}
 	// Any value but "continue" lets the agent stop.
