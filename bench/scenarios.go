@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"sync"
@@ -51,8 +52,18 @@ type cpuSnap struct {
 	busy           []time.Duration
 }
 
+// gwPIDByMark, as a gateway PID, stands for a gateway this process cannot
+// see (a client inside the sandbox's PID namespace, whose /proc holds only
+// the sandbox): each snapshot writes a "mark" line on stdout instead, at
+// which the parent, which sees the gateway, reads its CPU time (see
+// runTransparent).
+const gwPIDByMark = -1
+
 func snapCPU(gwPID int) cpuSnap {
 	s := cpuSnap{at: time.Now(), self: cpuTime(os.Getpid()), slWait: runqWait(os.Getpid())}
+	if gwPID == gwPIDByMark {
+		fmt.Fprintln(os.Stdout, cpuMarkLine)
+	}
 	if gwPID > 0 {
 		s.gw, s.gwWait = cpuTime(gwPID), runqWait(gwPID)
 	}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -67,7 +68,7 @@ type tpSpec struct {
 	GatewayCPU int           `json:"gateway_cpu"` // -1: not pinned
 	BenchCPU   int           `json:"bench_cpu"`
 	PeerPIDs   []int         `json:"peer_pids"`  // their CPU counts as the bench's (the upstream)
-	ViaParent  bool          `json:"via_parent"` // the parent is the gateway (sandbox exec)
+	ViaParent  bool          `json:"via_parent"` // through the gateway (sandbox exec): CPU snapshots write marks
 	DNSServer  string        `json:"dns_server"`
 	DNSName    string        `json:"dns_name"`
 	DNSQueries int           `json:"dns_queries"`
@@ -135,7 +136,9 @@ func runClientTask(sp tpSpec) (res tpResult) {
 	benchPeers = sp.PeerPIDs
 	gwPID := 0
 	if sp.ViaParent {
-		gwPID = os.Getppid()
+		// The gateway and the peers are outside our PID namespace: the
+		// parent reads their CPU time at our marks.
+		gwPID, benchPeers = gwPIDByMark, nil
 	}
 	pem, err := os.ReadFile(sp.CAFile)
 	if err != nil {
@@ -267,8 +270,9 @@ func runTransparent(o tpOptions) ([]row, error) {
 			cmd = exec.CommandContext(ctx, client[0], client[1:]...)
 		}
 		cmd.WaitDelay = 5 * time.Second
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &limitedBuffer{b: &stderr, n: 16 << 10}
+		var stderr bytes.Buffer
+		stdout := &markWriter{}
+		cmd.Stdout, cmd.Stderr = stdout, &limitedBuffer{b: &stderr, n: 16 << 10}
 		start := cmd.Start
 		if cpu >= 0 {
 			start = func() error { return withThreadAffinity(cpu, cmd.Start) }
@@ -279,14 +283,18 @@ func runTransparent(o tpOptions) ([]row, error) {
 		if viaGateway && o.gwCPU >= 0 {
 			_ = pinProcess(cmd.Process.Pid, o.gwCPU) // its threads only; the client pins itself
 		}
+		if viaGateway {
+			stdout.setGateway(cmd.Process.Pid) // sandbox exec is the gateway
+		}
 		werr := cmd.Wait()
 		var res tpResult
-		if err := json.Unmarshal(bytes.TrimSpace(lastLine(stdout.Bytes())), &res); err != nil {
+		if err := json.Unmarshal(bytes.TrimSpace(lastLine(stdout.bytes())), &res); err != nil {
 			return res, fmt.Errorf("client (%v): no result (%v); stderr: %s", werr, err, tail(stderr.String(), 1500))
 		}
 		if res.Error != "" {
 			return res, fmt.Errorf("client: %s; stderr: %s", res.Error, tail(stderr.String(), 1500))
 		}
+		stdout.fillGateway(&res.M)
 		return res, nil
 	}
 
@@ -460,4 +468,71 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 		l.b.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
+}
+
+// cpuMarkLine is what a sandboxed client writes at each CPU snapshot.
+const cpuMarkLine = "cpu-mark"
+
+// markWriter is the stdout of a client run: it keeps what the client
+// prints and, at each of its mark lines, reads the CPU time of the gateway
+// and of this process (the upstream), which a client inside the sandbox
+// cannot see. The two marks are the edges of the client's measured window.
+type markWriter struct {
+	mu      sync.Mutex
+	gwPID   int
+	buf     bytes.Buffer
+	scanned int
+	marks   []cpuSnap
+}
+
+func (w *markWriter) setGateway(pid int) {
+	w.mu.Lock()
+	w.gwPID = pid
+	w.mu.Unlock()
+}
+
+func (w *markWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for {
+		rest := w.buf.Bytes()[w.scanned:]
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			break
+		}
+		if string(rest[:i]) == cpuMarkLine && w.gwPID > 0 {
+			w.marks = append(w.marks, cpuSnap{at: time.Now(), gw: cpuTime(w.gwPID), self: cpuTime(os.Getpid())})
+		}
+		w.scanned += i + 1
+	}
+	return len(p), nil
+}
+
+func (w *markWriter) bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return bytes.Clone(w.buf.Bytes())
+}
+
+// fillGateway sets the gateway's CPU share of the window between the two
+// marks and adds the upstream's to the bench's, taking both out of the
+// other load the client counted on their cores (it could not tell them
+// from other processes).
+func (w *markWriter) fillGateway(m *measurement) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.marks) != 2 {
+		return
+	}
+	a, b := w.marks[0], w.marks[1]
+	sec := b.at.Sub(a.at).Seconds()
+	if sec <= 0 {
+		return
+	}
+	m.GatewayCPU = (b.gw - a.gw).Seconds() / sec
+	m.OtherOnGatewayCPU = max(0, m.OtherOnGatewayCPU-m.GatewayCPU)
+	upstream := (b.self - a.self).Seconds() / sec
+	m.BenchCPU += upstream
+	m.OtherOnBenchCPU = max(0, m.OtherOnBenchCPU-upstream)
 }
