@@ -291,14 +291,14 @@ func stringOr(p *string, def string) string {
 }
 
 // compileAdmin reads the admin block. Profiles are refused without a
-// token: a goroutine dump or a heap profile shows what the gateway holds
-// (hosts, headers in flight, buffers), so they are never served open, not
+// token: a goroutine dump shows every connection's stack and a CPU profile
+// or trace costs CPU while it runs, so they are never served open, not
 // even on loopback, where every process of the host could fetch them.
 func (c *Config) compileAdmin(a fileAdmin, dir string, r *reporter) {
 	c.AdminTokenFile = relativeTo(dir, a.TokenFile)
 	c.AdminPprof = a.Pprof
 	if c.AdminPprof && c.AdminTokenFile == "" {
-		r.at("admin.pprof", "needs admin.token_file: profiles and goroutine dumps show what the gateway holds in memory, so they are served only behind the admin token; set admin.token_file, or turn pprof off")
+		r.at("admin.pprof", "needs admin.token_file: profiles and goroutine dumps are for operators, served only behind the admin token; set admin.token_file, or turn pprof off")
 	}
 }
 

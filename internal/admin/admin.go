@@ -147,9 +147,9 @@ type Options struct {
 	TenantDecisions func(limit int, tenant string) any
 
 	// Pprof serves Go's runtime profiles under /debug/pprof/, behind
-	// Token. It takes effect only with a Token: a heap profile or a
-	// goroutine dump shows what the process holds, so without one the
-	// routes are not mounted (and an error is logged).
+	// Token. It takes effect only with a Token: a goroutine dump shows
+	// every connection's stack and a CPU profile costs CPU while it runs,
+	// so without one the routes are not mounted (and an error is logged).
 	Pprof bool
 
 	// Redact, if set, scrubs the encoded answer of /v1/decisions (the
