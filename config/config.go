@@ -45,6 +45,9 @@ type Config struct {
 	AdminListen string
 	// AdminTokenFile holds the admin API's bearer token; empty: no token.
 	AdminTokenFile string
+	// AdminPprof serves Go's runtime profiles on the admin API
+	// (/debug/pprof/); only with AdminTokenFile set (admin.pprof).
+	AdminPprof bool
 	// MaxConnections and MaxConnectionsPerClient bound client connections;
 	// 0 means no limit.
 	MaxConnections, MaxConnectionsPerClient int
@@ -196,7 +199,8 @@ func Parse(file string, data []byte, opts Options) (*Config, error) {
 	c.compileProxyTLS(fc.Listen.ProxyTLS, opts.Transform.Dir, r)
 	c.UpstreamCAFile = relativeTo(opts.Transform.Dir, fc.Upstream.CAFile)
 	c.compileCA(fc.CA, opts.Transform.Dir, r)
-	c.compileLimits(fc.Limits, fc.Admin, opts.Transform.Dir, r)
+	c.compileAdmin(fc.Admin, opts.Transform.Dir, r)
+	c.compileLimits(fc.Limits, r)
 	c.compileLog(fc.Log, r)
 	if len(errs) > 0 {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
@@ -286,8 +290,19 @@ func stringOr(p *string, def string) string {
 	return *p
 }
 
-func (c *Config) compileLimits(l fileLimits, a fileAdmin, dir string, r *reporter) {
+// compileAdmin reads the admin block. Profiles are refused without a
+// token: a goroutine dump shows every connection's stack and a CPU profile
+// or trace costs CPU while it runs, so they are never served open, not
+// even on loopback, where every process of the host could fetch them.
+func (c *Config) compileAdmin(a fileAdmin, dir string, r *reporter) {
 	c.AdminTokenFile = relativeTo(dir, a.TokenFile)
+	c.AdminPprof = a.Pprof
+	if c.AdminPprof && c.AdminTokenFile == "" {
+		r.at("admin.pprof", "needs admin.token_file: profiles and goroutine dumps are for operators, served only behind the admin token; set admin.token_file, or turn pprof off")
+	}
+}
+
+func (c *Config) compileLimits(l fileLimits, r *reporter) {
 	c.MaxConnections, c.MaxConnectionsPerClient = DefaultMaxConnections, DefaultMaxConnectionsPerClient
 	if l.MaxConnections != nil {
 		c.MaxConnections = *l.MaxConnections

@@ -307,14 +307,14 @@ func TestLoadOperations(t *testing.T) {
 	if c.ProxyListen != "" || c.TransparentListen != "0.0.0.0:15001" || c.DNSListen != "127.0.0.1:15053" || c.AdminListen != "" {
 		t.Errorf("listen = %q %q %q %q", c.ProxyListen, c.TransparentListen, c.DNSListen, c.AdminListen)
 	}
-	if c.AdminTokenFile != "testdata/admin-token" || c.MaxConnections != 0 || c.MaxConnectionsPerClient != 16 || c.ShutdownGrace != 2*time.Second {
+	if c.AdminTokenFile != "testdata/admin-token" || !c.AdminPprof || c.MaxConnections != 0 || c.MaxConnectionsPerClient != 16 || c.ShutdownGrace != 2*time.Second {
 		t.Errorf("ops = %+v", c)
 	}
 	d, err := Load("testdata/good.json", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.AdminListen != DefaultAdminListen || d.MaxConnections != DefaultMaxConnections || d.ShutdownGrace != DefaultShutdownGrace {
+	if d.AdminListen != DefaultAdminListen || d.AdminPprof || d.MaxConnections != DefaultMaxConnections || d.ShutdownGrace != DefaultShutdownGrace {
 		t.Errorf("defaults = %+v", d)
 	}
 }

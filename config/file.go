@@ -26,6 +26,8 @@ type fileConfig struct {
 
 type fileAdmin struct {
 	TokenFile string `yaml:"token_file"`
+	// Pprof serves Go's profiles under /debug/pprof/; it needs TokenFile.
+	Pprof bool `yaml:"pprof"`
 }
 
 type fileLimits struct {

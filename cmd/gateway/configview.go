@@ -58,6 +58,7 @@ type caView struct {
 
 type adminView struct {
 	TokenFile string `json:"token_file"`
+	Pprof     bool   `json:"pprof"`
 }
 
 type limitsView struct {
@@ -76,7 +77,7 @@ func newConfigView(c *config.Config, generation uint64, pending []string) config
 		DNSServers:     make([]string, 0, len(c.DNSServers)),
 		Upstream:       upstreamView{c.UpstreamCAFile},
 		CA:             caView{c.CACertFile, c.CAKeyFile},
-		Admin:          adminView{c.AdminTokenFile},
+		Admin:          adminView{c.AdminTokenFile, c.AdminPprof},
 		Limits:         limitsView{c.MaxConnections, c.MaxConnectionsPerClient, c.ShutdownGrace.String()},
 		Log:            map[string]string{"level": c.LogLevel.String()},
 		DNSDenied:      c.DNSDenied,

@@ -243,6 +243,8 @@ func startSettings() []startSetting {
 			func(d, s *config.Config) { d.CAKeyFile = s.CAKeyFile }},
 		{"admin.token_file", func(a, b *config.Config) bool { return a.AdminTokenFile != b.AdminTokenFile },
 			func(d, s *config.Config) { d.AdminTokenFile = s.AdminTokenFile }},
+		{"admin.pprof", func(a, b *config.Config) bool { return a.AdminPprof != b.AdminPprof },
+			func(d, s *config.Config) { d.AdminPprof = s.AdminPprof }},
 		{"limits.max_connections", func(a, b *config.Config) bool { return a.MaxConnections != b.MaxConnections },
 			func(d, s *config.Config) { d.MaxConnections = s.MaxConnections }},
 		{"limits.max_connections_per_client", func(a, b *config.Config) bool { return a.MaxConnectionsPerClient != b.MaxConnectionsPerClient },
@@ -361,11 +363,13 @@ func (g *gateway) dnsDecision(d dnsserver.Decision) {
 	})
 }
 
-// adminHandler is the admin API over this gateway.
-func (g *gateway) adminHandler(token string) http.Handler {
+// adminHandler is the admin API over this gateway; pprof serves Go's
+// profiles on it (admin.pprof, read at start).
+func (g *gateway) adminHandler(token string, pprof bool) http.Handler {
 	return admin.New(admin.Options{
 		Logger:    g.log.With().Str("component", "admin").Logger(),
 		Token:     token,
+		Pprof:     pprof,
 		Ready:     g.readiness,
 		Metrics:   g.metrics.Handler(),
 		CAPEM:     func() []byte { return g.caPEM },

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/rs/zerolog"
 
 	"github.com/hookgate/hookgate/config"
@@ -57,6 +58,10 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	o.sinkhole = sinkholeAddrs(true)
 	logger := newLogger(stderr, cfg.LogLevel)
+	limits, err := sizeGoRuntime(memlimit.FromCgroup)
+	if err != nil {
+		logger.Warn().Err(err).Msg("reading the cgroup memory limit; the Go runtime keeps no memory limit (set GOMEMLIMIT to give one)")
+	}
 	if cfg.DNSDenied == config.DNSDeniedSinkhole && cfg.TransparentListen == "" {
 		logger.Warn().Msg("network.dns.denied is sinkhole but listen.transparent is off: denied names resolve to an address that leads nowhere")
 	}
@@ -131,7 +136,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	var adminSrv *http.Server
 	if ls.admin != nil {
 		g.admin, g.adminToken = ls.admin.Addr(), g.token != ""
-		adminSrv = serveAdmin(g.adminHandler(g.token), ls.admin, logger)
+		adminSrv = serveAdmin(g.adminHandler(g.token, cfg.AdminPprof), ls.admin, logger)
 	}
 	if *watch {
 		reload := func(ctx context.Context) error { _, err := g.reload(ctx); return err }
@@ -143,9 +148,9 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	g.ready.Store(true)
 	g.warnOpenAdmin() // before "gateway listening", which tools wait for
-	logger.Info().Str("proxy", addrOf(ls.proxy)).Str("transparent", addrOf(ls.transparent)).
+	limits.logFields(logger.Info().Str("proxy", addrOf(ls.proxy)).Str("transparent", addrOf(ls.transparent)).
 		Str("dns", addrOf(ls.dnsTCP)).Str("admin", addrOf(ls.admin)).Bool("redirect", *redirect).
-		Str("config", cfg.File).Int("allowlist_entries", len(cfg.Allowlist.Entries())).Str("version", gatewayVersion()).
+		Str("config", cfg.File).Int("allowlist_entries", len(cfg.Allowlist.Entries())).Str("version", gatewayVersion())).
 		Msg("gateway listening")
 
 	var failed error
@@ -168,11 +173,20 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	g.ready.Store(false)
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if adminSrv != nil {
-		_ = adminSrv.Shutdown(sctx)
-	}
+	// The admin API shuts down beside the proxy, not before it: a CPU
+	// profile or a reload in flight must not use up the grace of the
+	// proxy's requests and tunnels (nor keep its listener open meanwhile).
+	adminDone := make(chan struct{})
+	go func() {
+		defer close(adminDone)
+		if adminSrv != nil && adminSrv.Shutdown(sctx) != nil {
+			_ = adminSrv.Close() // what still runs after the grace is cut
+		}
+	}()
 	_ = g.dns.Shutdown(sctx)
-	if err := g.proxy.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	err = g.proxy.Shutdown(sctx)
+	<-adminDone
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	if failed != nil {

@@ -14,6 +14,7 @@
 //	POST /v1/reload      200 {"generation": N, "pending_restart": [...]} or 422 {"error": "file:line: field: message"}
 //	GET  /v1/decisions   ?limit=N (default 100, at most 1000; more is a 400), newest first;
 //	                     ?tenant=NAME: that tenant's only
+//	GET  /debug/pprof/   with Options.Pprof only: Go's profiles (see below)
 //
 // HEAD is answered wherever GET is. With Options.Token set, every route but
 // the two health checks needs "Authorization: Bearer <token>"; without it,
@@ -28,6 +29,18 @@
 // call every few seconds, log at debug level unless they fail; everything
 // else at info. A panicking handler is recovered, logged with its stack and
 // answered with a JSON 500.
+//
+// With Options.Pprof (and a token: without one profiles are never served)
+// the handlers of net/http/pprof are mounted on this router, and only
+// here, under /debug/pprof/: the index, cmdline, profile (CPU, ?seconds=N,
+// default 30), symbol (GET and POST), trace (?seconds=N, default 1) and
+// the named profiles allocs, block, goroutine, heap, mutex and
+// threadcreate. Their errors are net/http/pprof's own, in plain text. A
+// CPU profile or trace may outlast the server's WriteTimeout: net/http/pprof
+// moves the write deadline past its end (through statusWriter's Unwrap),
+// and it ends early when the client goes away. Importing
+// net/http/pprof also registers it on http.DefaultServeMux; nothing of
+// the gateway serves that mux, and admin does not rely on it.
 //
 // admin sets no timeouts itself: those belong to the caller's http.Server.
 // Recommended:
@@ -53,6 +66,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -132,6 +146,12 @@ type Options struct {
 	// parameter is refused.
 	TenantDecisions func(limit int, tenant string) any
 
+	// Pprof serves Go's runtime profiles under /debug/pprof/, behind
+	// Token. It takes effect only with a Token: a goroutine dump shows
+	// every connection's stack and a CPU profile costs CPU while it runs,
+	// so without one the routes are not mounted (and an error is logged).
+	Pprof bool
+
 	// Redact, if set, scrubs the encoded answer of /v1/decisions (the
 	// gateway's secrets, in every form it knows, become "[redacted]")
 	// before it is sent: decisions quote hosts and reasons, and an answer
@@ -177,7 +197,13 @@ func New(o Options) http.Handler {
 		r.Get("/v1/config", s.config)
 		r.Post("/v1/reload", s.reload)
 		r.Get("/v1/decisions", s.decisions)
+		if o.Pprof && s.authOn {
+			mountPprof(r)
+		}
 	})
+	if o.Pprof && !s.authOn {
+		s.log.Error().Msg("admin: profiles need an admin token; /debug/pprof/ is not served")
+	}
 	allow, err := allowedMethods(r)
 	if err != nil {
 		// Walk fails only when its callback does, and ours never does.
@@ -185,6 +211,21 @@ func New(o Options) http.Handler {
 	}
 	r.MethodNotAllowed(methodNotAllowed(allow))
 	return r
+}
+
+// mountPprof puts net/http/pprof's handlers on r, one route each, so that
+// an unknown name is this API's JSON 404 and a wrong method its 405.
+func mountPprof(r chi.Router) {
+	r.Get("/debug/pprof/", pprof.Index)
+	r.Get("/debug/pprof/cmdline", pprof.Cmdline)
+	r.Get("/debug/pprof/profile", pprof.Profile)
+	r.Get("/debug/pprof/symbol", pprof.Symbol)
+	r.Post("/debug/pprof/symbol", pprof.Symbol)
+	r.Get("/debug/pprof/trace", pprof.Trace)
+	// The runtime's own profiles, each by net/http/pprof's handler for it.
+	for _, name := range []string{"allocs", "block", "goroutine", "heap", "mutex", "threadcreate"} {
+		r.Get("/debug/pprof/"+name, pprof.Handler(name).ServeHTTP)
+	}
 }
 
 func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
