@@ -165,6 +165,15 @@ var errEOF = errors.New("EOF")
 // pooledReader reads a raw socket, taking a pooled buffer only when a read
 // can return data: on EAGAIN the buffer goes back to the pool before the
 // runtime's poller waits for the socket (and honours its deadline).
+//
+// Only EAGAIN sends a direction to the poller. A read that returned fewer
+// bytes than the buffer holds does not prove the socket drained, and
+// waiting on the poller instead of reading again could hang the tunnel:
+// the poller is edge-triggered and wakes only for what arrives later
+// (RawConn.Read even forgets a readiness seen before it was called), while
+// a short read can stop at a FIN it has consumed (the next read would
+// return 0 at once, but no further edge comes) or at a TCP urgent mark
+// with bytes behind it. The EAGAIN read is the price of noticing those.
 type pooledReader struct {
 	s   *Server
 	rc  syscall.RawConn
