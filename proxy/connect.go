@@ -165,11 +165,7 @@ func (s *Server) openTunnel(ss *session, helloBytes []byte, t target, adm admiss
 		return
 	}
 	d.addIn(int64(len(helloBytes)))
-	go func() {
-		s.relay(ss.client, upstream, d, adm.timeouts.TunnelIdle)
-		upstream.Close()
-		ss.end()
-	}()
+	s.relay(ss, upstream, adm.timeouts.TunnelIdle)
 }
 
 // session owns a hijacked client connection from its 200 (or, in

@@ -34,9 +34,5 @@ func (s *Server) openRaw(ss *session, early []byte, t target, adm admission) {
 		}
 		d.addIn(int64(len(early)))
 	}
-	go func() {
-		s.relay(ss.client, upstream, d, adm.timeouts.TunnelIdle)
-		upstream.Close()
-		ss.end()
-	}()
+	s.relay(ss, upstream, adm.timeouts.TunnelIdle)
 }

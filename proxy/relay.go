@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -13,42 +12,72 @@ import (
 // relayBufSize is the copy buffer of a tunnel direction while bytes move.
 const relayBufSize = 32 << 10
 
-// relay copies both ways between a tunnel's client and upstream until both
-// directions are done, half-closing each side as the other finishes, and
-// counts the bytes. One direction runs on the calling goroutine. A
-// direction with no bytes for idle ends.
+// relay copies both ways between a session's client and its upstream
+// until both directions are done, half-closing each side as the other
+// finishes, and counts the bytes; then it closes the upstream and ends the
+// session. It returns at once: each direction runs on a goroutine of its
+// own. A direction with no bytes for idle ends.
 //
-// An idle tunnel holds no copy buffer: each direction borrows one from a
-// pool only while its socket has bytes to read, and gives it back before it
-// waits (see pooledReader). With thousands of idle tunnels this is most of
-// their memory.
-func (s *Server) relay(client, upstream net.Conn, d *decision, idle time.Duration) {
-	var (
-		wg         sync.WaitGroup
-		clientDone atomic.Bool
-	)
+// An idle tunnel is mostly those two goroutines' stacks: each starts with
+// the runtime's starting stack (2 KiB, adapted to the average goroutine)
+// and grows, for good, when a call goes deeper than that. So a direction
+// starts straight at its copy loop from a fresh goroutine, with all its
+// state in one tunnel record, and nothing else on its stack.
+//
+// An idle tunnel holds no copy buffer either: each direction borrows one
+// from a pool only while its socket has bytes to read, and gives it back
+// before it waits (see pooledReader).
+func (s *Server) relay(ss *session, upstream net.Conn, idle time.Duration) {
+	t := &tunnel{s: s, ss: ss, upstream: upstream, idle: idle}
 	// Writes go through the tenant's volume cap, if it has one.
-	toClient, toUpstream := volumeGuarded(d, client, upstream)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		n, err := s.copyTunnel(toClient, upstream, idle)
-		d.addOut(n)
-		// A reset before the upstream sent a byte is a failure. Later the
-		// bytes are opaque, and a reset is how many servers close (with a
-		// close_notify still unread): the tunnel is not called broken.
-		if n == 0 && broken(err) && !clientDone.Load() {
-			d.fail(brokeOff(err, d.host, "the upstream reset the tunnel before it sent a byte"))
-		}
-		// The client may reconnect as soon as it sees our FIN.
-		releaseSlot(client)
-		closeWrite(client)
-	}()
-	n, _ := s.copyTunnel(toUpstream, client, idle)
-	d.addIn(n)
-	clientDone.Store(true)
-	closeWrite(upstream)
-	wg.Wait()
+	t.toClient, t.toUpstream = volumeGuarded(ss.d, ss.client, upstream)
+	t.running.Store(2)
+	go t.upstreamToClient()
+	go t.clientToUpstream()
+}
+
+// tunnel is the state of a relay shared by its two directions.
+type tunnel struct {
+	s                    *Server
+	ss                   *session
+	upstream             net.Conn
+	toClient, toUpstream net.Conn // the ends as the relay writes to them
+	idle                 time.Duration
+	clientDone           atomic.Bool  // the client's direction has ended
+	running              atomic.Int32 // directions not yet ended
+	fromClient, fromUp   pooledReader
+}
+
+func (t *tunnel) upstreamToClient() {
+	d := t.ss.d
+	n, err := t.s.copyTunnel(t.toClient, t.upstream, t.idle, &t.fromUp)
+	d.addOut(n)
+	// A reset before the upstream sent a byte is a failure. Later the
+	// bytes are opaque, and a reset is how many servers close (with a
+	// close_notify still unread): the tunnel is not called broken.
+	if n == 0 && broken(err) && !t.clientDone.Load() {
+		d.fail(brokeOff(err, d.host, "the upstream reset the tunnel before it sent a byte"))
+	}
+	// The client may reconnect as soon as it sees our FIN.
+	releaseSlot(t.ss.client)
+	closeWrite(t.ss.client)
+	t.directionDone()
+}
+
+func (t *tunnel) clientToUpstream() {
+	n, _ := t.s.copyTunnel(t.toUpstream, t.ss.client, t.idle, &t.fromClient)
+	t.ss.d.addIn(n)
+	t.clientDone.Store(true)
+	closeWrite(t.upstream)
+	t.directionDone()
+}
+
+// directionDone ends the tunnel when the last direction ends.
+func (t *tunnel) directionDone() {
+	if t.running.Add(-1) == 0 {
+		_ = t.upstream.Close()
+		t.ss.end()
+	}
 }
 
 // broken tells a read error that ends a tunnel direction abnormally (a
@@ -68,16 +97,18 @@ func broken(err error) bool {
 // bytes written and the error that ended reading src (nil when writing dst
 // failed). A direction with no bytes for idle ends (the read deadline is
 // pushed forward as bytes arrive, but at most every idle/16, to keep timer
-// updates off the hot path).
-func (s *Server) copyTunnel(dst, src net.Conn, idle time.Duration) (int64, error) {
+// updates off the hot path). pr is the direction's reader, set up here
+// when src is a plain socket.
+func (s *Server) copyTunnel(dst, src net.Conn, idle time.Duration, pr *pooledReader) (int64, error) {
 	var (
 		total     int64
 		refreshed time.Time
 	)
-	var pr *pooledReader
 	if rc := rawConnOf(src); rc != nil {
-		pr = &pooledReader{s: s, rc: rc}
+		pr.s, pr.rc = s, rc
 		pr.fn = pr.read // one closure for the tunnel's life, not one per read
+	} else {
+		pr = nil
 	}
 	for {
 		if now := time.Now(); now.Sub(refreshed) > idle/16 {
@@ -134,6 +165,15 @@ var errEOF = errors.New("EOF")
 // pooledReader reads a raw socket, taking a pooled buffer only when a read
 // can return data: on EAGAIN the buffer goes back to the pool before the
 // runtime's poller waits for the socket (and honours its deadline).
+//
+// Only EAGAIN sends a direction to the poller. A read that returned fewer
+// bytes than the buffer holds does not prove the socket drained, and
+// waiting on the poller instead of reading again could hang the tunnel:
+// the poller is edge-triggered and wakes only for what arrives later
+// (RawConn.Read even forgets a readiness seen before it was called), while
+// a short read can stop at a FIN it has consumed (the next read would
+// return 0 at once, but no further edge comes) or at a TCP urgent mark
+// with bytes behind it. The EAGAIN read is the price of noticing those.
 type pooledReader struct {
 	s   *Server
 	rc  syscall.RawConn
