@@ -343,10 +343,11 @@ func FuzzScrubReader(f *testing.F) {
 		// No secret contains '[' or '*', nor a tail of "[redacted]"
 		// followed by more: masks cannot make new occurrences.
 		for _, s := range []*Scrubber{
-			scrubberFor(t, "secret", "cret", "sesec", "abcab"), // Horspool
-			scrubberFor(t, "secret", "ab"),                     // bytes.Index, several
-			scrubberFor(t, "sesec"),                            // Horspool, one
-			scrubberFor(t, "se"),                               // bytes.Index, one
+			scrubberFor(t, "secret", "cret", "sesec", "abcab", "bcabc"), // Horspool
+			scrubberFor(t, "secret", "cret", "sesec", "abcab"),          // anchored, several
+			scrubberFor(t, "secret", "ab"),                              // anchored, several
+			scrubberFor(t, "sesec"),                                     // anchored, one
+			scrubberFor(t, "se"),                                        // anchored, one
 		} {
 			fuzzScrub(t, s, in, srcChunk, dstChunk)
 		}
@@ -450,12 +451,22 @@ var benchBody = func() []byte {
 type onlyReader struct{ io.Reader }
 type onlyWriter struct{ io.Writer }
 
-func benchCopy(b *testing.B, wrap func(io.ReadCloser) io.ReadCloser) {
+// binaryBody is 64 MiB in which every byte value is as frequent, the
+// pattern bench/ downloads: an anchor byte occurs every 256 bytes.
+var binaryBody = func() []byte {
+	b := make([]byte, 64<<20)
+	for i := range b {
+		b[i] = byte(i * 7)
+	}
+	return b
+}()
+
+func benchCopy(b *testing.B, body []byte, wrap func(io.ReadCloser) io.ReadCloser) {
 	buf := make([]byte, 32<<10)
-	b.SetBytes(int64(len(benchBody)))
+	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r := wrap(io.NopCloser(onlyReader{bytes.NewReader(benchBody)}))
+		r := wrap(io.NopCloser(onlyReader{bytes.NewReader(body)}))
 		if _, err := io.CopyBuffer(onlyWriter{io.Discard}, onlyReader{r}, buf); err != nil {
 			b.Fatal(err)
 		}
@@ -465,7 +476,9 @@ func benchCopy(b *testing.B, wrap func(io.ReadCloser) io.ReadCloser) {
 func BenchmarkScrubReader(b *testing.B) {
 	one := newScrubber([]string{"sk-live-0123456789abcdef"})
 	three := newScrubber([]string{"sk-live-0123456789abcdef", "Bearer sk-live-0123456789abcdef", "u-7f3a9c"})
-	b.Run("plain", func(b *testing.B) { benchCopy(b, func(r io.ReadCloser) io.ReadCloser { return r }) })
-	b.Run("scrub-1-secret", func(b *testing.B) { benchCopy(b, one.Reader) })
-	b.Run("scrub-3-secrets", func(b *testing.B) { benchCopy(b, three.Reader) })
+	b.Run("plain", func(b *testing.B) { benchCopy(b, benchBody, func(r io.ReadCloser) io.ReadCloser { return r }) })
+	b.Run("scrub-1-secret", func(b *testing.B) { benchCopy(b, benchBody, one.Reader) })
+	b.Run("scrub-3-secrets", func(b *testing.B) { benchCopy(b, benchBody, three.Reader) })
+	b.Run("binary-scrub-1-secret", func(b *testing.B) { benchCopy(b, binaryBody, one.Reader) })
+	b.Run("binary-scrub-3-secrets", func(b *testing.B) { benchCopy(b, binaryBody, three.Reader) })
 }
