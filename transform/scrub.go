@@ -165,8 +165,8 @@ type finder struct {
 	dense bool
 }
 
-func newFinder(secrets int) *finder {
-	f := &finder{}
+func newFinder(secrets int) finder {
+	var f finder
 	if secrets > 1 {
 		f.next = make([]int, secrets)
 	}
@@ -272,7 +272,7 @@ func (s *Scrubber) replaceAll(b []byte) ([]byte, bool) {
 	var out []byte
 	pos := 0
 	for {
-		i, l := s.find(b, pos, f)
+		i, l := s.find(b, pos, &f)
 		if i < 0 {
 			break
 		}
@@ -375,7 +375,7 @@ func (s *Scrubber) Reader(rc io.ReadCloser) io.ReadCloser {
 	if s == nil {
 		return rc
 	}
-	return &scrubReader{s: s, rc: rc, pend: make([]byte, 0, s.maxLen), find: newFinder(len(s.secrets))}
+	return &scrubReader{s: s, rc: rc, find: newFinder(len(s.secrets))}
 }
 
 // scrubBufSize is the size of the internal work buffer, used when the
@@ -385,10 +385,10 @@ const scrubBufSize = 32 << 10
 type scrubReader struct {
 	s    *Scrubber
 	rc   io.ReadCloser
-	pend []byte // held back: read from rc, not yet known not to start a secret
+	pend []byte // held back: read from rc, not yet known not to start a secret; allocated when first needed
 	out  []byte // processed bytes not yet returned (a view of buf)
 	buf  []byte // work buffer for small caller buffers; allocated lazily
-	find *finder
+	find finder
 	err  error // non-EOF error from rc to return once out is drained
 	eof  bool  // rc returned io.EOF: pend has been flushed
 }
@@ -459,7 +459,7 @@ func (r *scrubReader) process(work []byte, direct bool) int {
 	// Masks have the secrets' lengths, so they are written in place.
 	pos := 0
 	for {
-		i, l := s.find(work, pos, r.find)
+		i, l := s.find(work, pos, &r.find)
 		if i < 0 || i >= hold {
 			break
 		}
@@ -470,6 +470,9 @@ func (r *scrubReader) process(work []byte, direct bool) int {
 			// secret now starts after it.
 			hold = s.holdFrom(work, pos)
 		}
+	}
+	if r.pend == nil && hold < len(work) {
+		r.pend = make([]byte, 0, s.maxLen) // most bodies never need it
 	}
 	r.pend = append(r.pend[:0], work[hold:]...)
 	if direct {
