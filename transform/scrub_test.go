@@ -505,3 +505,19 @@ func TestScrubReaderAllocs(t *testing.T) {
 		t.Errorf("%v allocations per body, want at most 3", allocs)
 	}
 }
+
+// TestScrubDenseAnchors: where a secret's anchor byte is common, find gives
+// way to Horspool in the middle of a buffer, and what is found is the same.
+func TestScrubDenseAnchors(t *testing.T) {
+	for _, secrets := range [][]string{{"secret"}, {"secret", "cret", "sesec", "abcab"}} {
+		s := scrubberFor(t, secrets...)
+		in := []byte(strings.Repeat("c", 300) + "secret" + strings.Repeat("xcre", 100) + "sesecret abcab" + strings.Repeat("c", 50))
+		f := newFinder(len(s.secrets))
+		if i, _ := s.find(in, 0, &f); i != 300 || !f.dense {
+			t.Errorf("%q: found at %d (want 300), dense=%v (want true)", secrets, i, f.dense)
+		}
+		for _, chunks := range [][2]uint8{{255, 255}, {63, 200}, {6, 3}} {
+			fuzzScrub(t, s, in, chunks[0], chunks[1])
+		}
+	}
+}
