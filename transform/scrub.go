@@ -65,8 +65,9 @@ type Scrubber struct {
 // each; for more, one Horspool pass over all of them is faster.
 const anchoredMax = 4
 
-// horspoolMin is the shortest secret for which the skip loop beats
-// bytes.Index (which is memchr-based and better for very short needles).
+// horspoolMin is the shortest secret for which Horspool is built: with
+// shorter ones it skips too little to beat a vector scan, however often
+// that stops.
 const horspoolMin = 4
 
 // denseShift sets when an anchored scan gives way to Horspool: once its
