@@ -98,7 +98,8 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 
 	// The explicit listener's framing check, on the decrypted stream.
 	fc := newFramingConn(s.watch(tlsConn, tunnel), s.maxHdr)
-	h := &mitmHandler{s: s, t: t, dest: dest, admitted: injection{entry: rules, generation: tunnel.generation}, tunnel: tunnel, framing: fc, up: up}
+	h := s.newMITMHandler(t, dest, rules, tunnel, up)
+	h.framing = fc
 	h.proxy = s.mitmProxy(h)
 	s.serveHTTPConn(fc, h)
 	// A hijacked connection (a websocket upgrade) ends Serve while its
@@ -108,9 +109,10 @@ func (s *Server) serveMITM(ctx context.Context, client net.Conn, t target, dest 
 
 // mitmHandler serves the requests inside one intercepted tunnel.
 type mitmHandler struct {
-	s    *Server
-	t    target
-	dest Target // the judged addresses, the only ones dialled
+	s         *Server
+	t         target
+	authority string // t as the requests' Host, made once per tunnel
+	dest      Target // the judged addresses, the only ones dialled
 	// admitted is the entry the tunnel was admitted with, and its
 	// policy's generation; latest what the last request was injected
 	// with (nil: admitted). See currentEntry.
@@ -124,6 +126,13 @@ type mitmHandler struct {
 	up      upstreamTripper // the tunnel's, shared by its requests in turn
 	proxy   *httputil.ReverseProxy
 	active  sync.WaitGroup
+}
+
+// newMITMHandler is the handler of the requests of one intercepted tunnel,
+// sent upstream by up.
+func (s *Server) newMITMHandler(t target, dest Target, rules *config.Entry, tunnel *decision, up upstreamTripper) *mitmHandler {
+	return &mitmHandler{s: s, t: t, authority: t.authority(443), dest: dest,
+		admitted: injection{entry: rules, generation: tunnel.generation}, tunnel: tunnel, up: up}
 }
 
 func (h *mitmHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -242,7 +251,7 @@ func (h *mitmHandler) rewrite(pr *httputil.ProxyRequest) {
 		return
 	}
 	pr.Out.URL.Scheme = "https"
-	pr.Out.URL.Host = h.t.authority(443)
+	pr.Out.URL.Host = h.authority
 	pr.Out.Host = pr.Out.URL.Host
 	// A WebSocket upgrade goes through (and is what ReverseProxy compares
 	// a 101 answer with); ReverseProxy took it out of Out already.

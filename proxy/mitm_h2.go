@@ -82,7 +82,7 @@ func (s *Server) serveMITMH2(ctx context.Context, client *tls.Conn, upstream *tl
 		return
 	}
 	defer cc.Close()
-	h := &mitmHandler{s: s, t: t, dest: dest, admitted: injection{entry: rules, generation: tunnel.generation}, tunnel: tunnel, up: upstreamTripper{h2: cc, h2conn: upstream}}
+	h := s.newMITMHandler(t, dest, rules, tunnel, upstreamTripper{h2: cc, h2conn: upstream})
 	h.proxy = s.mitmProxy(h)
 	srv := s.newH2Server(ctx, h)
 	// net/http serves h2 only on a *tls.Conn itself (it reads the

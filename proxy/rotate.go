@@ -36,7 +36,10 @@ func (h *mitmHandler) currentEntry() injection {
 	if v.Allowed && v.Pattern == h.tunnel.entry && v.Entry.Transform != nil &&
 		p.CheckAddrs(v.Entry, h.t.host, h.t.port, h.dest.Addrs) == nil {
 		now := injection{entry: v.Entry, generation: p.Generation}
-		h.latest.Store(&now)
+		if h.kept() != now {
+			// Stored only when it changes: most requests find the same.
+			h.latest.Store(&now)
+		}
 		return now
 	}
 	return h.kept()

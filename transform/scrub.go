@@ -46,17 +46,58 @@ type Scrubber struct {
 	minLen  int
 	starts  [256]bool // starts[c]: some secret begins with the byte c
 
-	// Horspool over the minLen-byte prefixes of the secrets, used when
+	// anchors[j] is the offset in secrets[j] of its rarest byte (see
+	// commonBytes), which find looks for with bytes.IndexByte: a vector
+	// scan that stops only where that byte occurs, not at every byte.
+	anchors []int
+
+	// Horspool over the minLen-byte prefixes of the secrets, built when
 	// minLen >= horspoolMin: shift[c] is how far the window may move when
-	// its last byte is c; check[c] says whether c ends some prefix.
+	// its last byte is c; check[c] says whether c ends some prefix. find
+	// uses it for more than anchoredMax secrets, and for the rest of a
+	// buffer where the anchors' bytes turn out to be common.
 	horspool bool
 	shift    [256]uint16
 	check    [256]bool
 }
 
-// horspoolMin is the shortest secret for which the skip loop beats
-// bytes.Index (which is memchr-based and better for very short needles).
+// anchoredMax is the most secrets find looks for one by one, a vector scan
+// each; for more, one Horspool pass over all of them is faster.
+const anchoredMax = 4
+
+// horspoolMin is the shortest secret for which Horspool is built: with
+// shorter ones it skips too little to beat a vector scan, however often
+// that stops.
 const horspoolMin = 4
+
+// denseShift sets when an anchored scan gives way to Horspool: once its
+// anchor byte has stopped it at more than 4 + scanned>>denseShift places
+// that were not the secret. A stop costs about as much as Horspool spends
+// on a hundred bytes, so more than one stop per 128 bytes is a loss.
+const denseShift = 7
+
+// commonBytes lists bytes from the most to the least frequent in typical
+// response bodies (text, JSON, HTML, base64): a secret is looked for by its
+// byte that comes last here, or is not here at all, so that the scan stops
+// as seldom as possible where the secret is not. Only speed depends on this
+// order, never what is found.
+const commonBytes = " etaoinsrhldcu\"m:,fpgwy.b\n0v12k/-_=3549867x<>ETASIONRLCDMPHBFUGW{}jqz\tYKVXJQZ+;()[]'&%#@!?*|~^$`\\\r"
+
+// rarestByte is the offset of the byte of secret that comes last in
+// commonBytes (the first such byte if there are several).
+func rarestByte(secret string) int {
+	best, bestRarity := 0, -1
+	for i := 0; i < len(secret); i++ {
+		rarity := strings.IndexByte(commonBytes, secret[i])
+		if rarity < 0 {
+			rarity = len(commonBytes) // rarer than any listed
+		}
+		if rarity > bestRarity {
+			best, bestRarity = i, rarity
+		}
+	}
+	return best
+}
 
 // newScrubber returns a Scrubber for the distinct non-empty secrets, or nil
 // if there are none.
@@ -79,6 +120,7 @@ func newScrubber(secrets []string) *Scrubber {
 	for _, v := range strs {
 		s.secrets = append(s.secrets, []byte(v))
 		s.starts[v[0]] = true
+		s.anchors = append(s.anchors, rarestByte(v))
 	}
 	if m := s.minLen; m >= horspoolMin && m <= 1<<15 {
 		s.horspool = true
@@ -114,30 +156,61 @@ func (s *Scrubber) String() string {
 // Format prints String for every verb.
 func (s *Scrubber) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(s.String())) }
 
+// finder is find's memory within one buffer: reset it for each new one.
+type finder struct {
+	// next caches, per secret when there are several, the position of
+	// its next occurrence (-2 unknown, -1 none).
+	next []int
+	// dense: an anchor byte is common in this buffer; Horspool for the
+	// rest of it.
+	dense bool
+}
+
+func newFinder(secrets int) finder {
+	var f finder
+	if secrets > 1 {
+		f.next = make([]int, secrets)
+	}
+	f.reset()
+	return f
+}
+
+func (f *finder) reset() {
+	for i := range f.next {
+		f.next[i] = -2
+	}
+	f.dense = false
+}
+
 // find returns the leftmost occurrence at or after from of any secret in b
 // (the longest one when several start there) and its length; -1 if none.
-// next caches, per secret, the position of its next occurrence (-2 unknown,
-// -1 none in b); reset it to -2 for each new b.
-func (s *Scrubber) find(b []byte, from int, next []int) (int, int) {
-	if s.horspool {
+// Every strategy finds the same occurrence; they differ only in speed.
+func (s *Scrubber) find(b []byte, from int, f *finder) (int, int) {
+	if s.horspool && (f.dense || len(s.secrets) > anchoredMax) {
 		return s.findHorspool(b, from)
 	}
 	if len(s.secrets) == 1 {
-		i := bytes.Index(b[from:], s.secrets[0])
+		i, dense := indexAnchored(b, from, s.secrets[0], s.anchors[0], s.horspool)
+		if dense {
+			f.dense = true
+			return s.findHorspool(b, from)
+		}
 		if i < 0 {
 			return -1, 0
 		}
-		return from + i, len(s.secrets[0])
+		return i, len(s.secrets[0])
 	}
 	best, bestLen := -1, 0
 	for j, sec := range s.secrets {
-		n := next[j]
+		n := f.next[j]
 		if n == -2 || (n >= 0 && n < from) {
-			n = bytes.Index(b[from:], sec)
-			if n >= 0 {
-				n += from
+			var dense bool
+			n, dense = indexAnchored(b, from, sec, s.anchors[j], s.horspool)
+			if dense {
+				f.dense = true
+				return s.findHorspool(b, from)
 			}
-			next[j] = n
+			f.next[j] = n
 		}
 		// Secrets are sorted longest first, so "<" keeps the longest of
 		// those starting at the same byte.
@@ -146,6 +219,32 @@ func (s *Scrubber) find(b []byte, from int, next []int) (int, int) {
 		}
 	}
 	return best, bestLen
+}
+
+// indexAnchored is the index of the first occurrence of sec in b at or after
+// from, or -1: bytes.Index, but scanning for sec's byte at offset anchor
+// (its rarest) instead of its first, and only where a whole sec fits. If
+// giveUp, it stops early with dense set when that byte turns out to be
+// common (see denseShift), and the caller searches another way.
+func indexAnchored(b []byte, from int, sec []byte, anchor int, giveUp bool) (i int, dense bool) {
+	c := sec[anchor]
+	// An occurrence at i has c at i+anchor, and i+len(sec) <= len(b).
+	end := len(b) - len(sec) + anchor + 1
+	misses := 0
+	for p := from + anchor; p < end; p++ {
+		k := bytes.IndexByte(b[p:end], c)
+		if k < 0 {
+			return -1, false
+		}
+		p += k
+		if i := p - anchor; b[i] == sec[0] && bytes.Equal(b[i:i+len(sec)], sec) {
+			return i, false
+		}
+		if misses++; giveUp && misses > 4+(p-from)>>denseShift {
+			return -1, true
+		}
+	}
+	return -1, false
 }
 
 // findHorspool is find by a Horspool scan over the secrets' minLen-byte
@@ -168,20 +267,13 @@ func (s *Scrubber) findHorspool(b []byte, from int) (int, int) {
 	return -1, 0
 }
 
-func resetNext(next []int) {
-	for i := range next {
-		next[i] = -2
-	}
-}
-
 // replaceAll returns b with every secret replaced, and whether anything was.
 func (s *Scrubber) replaceAll(b []byte) ([]byte, bool) {
-	next := make([]int, len(s.secrets))
-	resetNext(next)
+	f := newFinder(len(s.secrets))
 	var out []byte
 	pos := 0
 	for {
-		i, l := s.find(b, pos, next)
+		i, l := s.find(b, pos, &f)
 		if i < 0 {
 			break
 		}
@@ -284,11 +376,7 @@ func (s *Scrubber) Reader(rc io.ReadCloser) io.ReadCloser {
 	if s == nil {
 		return rc
 	}
-	r := &scrubReader{s: s, rc: rc, pend: make([]byte, 0, s.maxLen)}
-	if len(s.secrets) > 1 {
-		r.next = make([]int, len(s.secrets))
-	}
-	return r
+	return &scrubReader{s: s, rc: rc, find: newFinder(len(s.secrets))}
 }
 
 // scrubBufSize is the size of the internal work buffer, used when the
@@ -298,12 +386,12 @@ const scrubBufSize = 32 << 10
 type scrubReader struct {
 	s    *Scrubber
 	rc   io.ReadCloser
-	pend []byte // held back: read from rc, not yet known not to start a secret
+	pend []byte // held back: read from rc, not yet known not to start a secret; allocated when first needed
 	out  []byte // processed bytes not yet returned (a view of buf)
 	buf  []byte // work buffer for small caller buffers; allocated lazily
-	next []int  // find's cache when there are several secrets
-	err  error  // non-EOF error from rc to return once out is drained
-	eof  bool   // rc returned io.EOF: pend has been flushed
+	find finder
+	err  error // non-EOF error from rc to return once out is drained
+	eof  bool  // rc returned io.EOF: pend has been flushed
 }
 
 func (r *scrubReader) Close() error { return r.rc.Close() }
@@ -368,11 +456,11 @@ func (r *scrubReader) process(work []byte, direct bool) int {
 	if !r.eof {
 		hold = s.holdFrom(work, 0)
 	}
-	resetNext(r.next)
+	r.find.reset()
 	// Masks have the secrets' lengths, so they are written in place.
 	pos := 0
 	for {
-		i, l := s.find(work, pos, r.next)
+		i, l := s.find(work, pos, &r.find)
 		if i < 0 || i >= hold {
 			break
 		}
@@ -383,6 +471,9 @@ func (r *scrubReader) process(work []byte, direct bool) int {
 			// secret now starts after it.
 			hold = s.holdFrom(work, pos)
 		}
+	}
+	if r.pend == nil && hold < len(work) {
+		r.pend = make([]byte, 0, s.maxLen) // most bodies never need it
 	}
 	r.pend = append(r.pend[:0], work[hold:]...)
 	if direct {

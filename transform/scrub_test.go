@@ -343,10 +343,11 @@ func FuzzScrubReader(f *testing.F) {
 		// No secret contains '[' or '*', nor a tail of "[redacted]"
 		// followed by more: masks cannot make new occurrences.
 		for _, s := range []*Scrubber{
-			scrubberFor(t, "secret", "cret", "sesec", "abcab"), // Horspool
-			scrubberFor(t, "secret", "ab"),                     // bytes.Index, several
-			scrubberFor(t, "sesec"),                            // Horspool, one
-			scrubberFor(t, "se"),                               // bytes.Index, one
+			scrubberFor(t, "secret", "cret", "sesec", "abcab", "bcabc"), // Horspool
+			scrubberFor(t, "secret", "cret", "sesec", "abcab"),          // anchored, several
+			scrubberFor(t, "secret", "ab"),                              // anchored, several
+			scrubberFor(t, "sesec"),                                     // anchored, one
+			scrubberFor(t, "se"),                                        // anchored, one
 		} {
 			fuzzScrub(t, s, in, srcChunk, dstChunk)
 		}
@@ -450,12 +451,22 @@ var benchBody = func() []byte {
 type onlyReader struct{ io.Reader }
 type onlyWriter struct{ io.Writer }
 
-func benchCopy(b *testing.B, wrap func(io.ReadCloser) io.ReadCloser) {
+// binaryBody is 64 MiB in which every byte value is as frequent, the
+// pattern bench/ downloads: an anchor byte occurs every 256 bytes.
+var binaryBody = func() []byte {
+	b := make([]byte, 64<<20)
+	for i := range b {
+		b[i] = byte(i * 7)
+	}
+	return b
+}()
+
+func benchCopy(b *testing.B, body []byte, wrap func(io.ReadCloser) io.ReadCloser) {
 	buf := make([]byte, 32<<10)
-	b.SetBytes(int64(len(benchBody)))
+	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r := wrap(io.NopCloser(onlyReader{bytes.NewReader(benchBody)}))
+		r := wrap(io.NopCloser(onlyReader{bytes.NewReader(body)}))
 		if _, err := io.CopyBuffer(onlyWriter{io.Discard}, onlyReader{r}, buf); err != nil {
 			b.Fatal(err)
 		}
@@ -465,7 +476,48 @@ func benchCopy(b *testing.B, wrap func(io.ReadCloser) io.ReadCloser) {
 func BenchmarkScrubReader(b *testing.B) {
 	one := newScrubber([]string{"sk-live-0123456789abcdef"})
 	three := newScrubber([]string{"sk-live-0123456789abcdef", "Bearer sk-live-0123456789abcdef", "u-7f3a9c"})
-	b.Run("plain", func(b *testing.B) { benchCopy(b, func(r io.ReadCloser) io.ReadCloser { return r }) })
-	b.Run("scrub-1-secret", func(b *testing.B) { benchCopy(b, one.Reader) })
-	b.Run("scrub-3-secrets", func(b *testing.B) { benchCopy(b, three.Reader) })
+	b.Run("plain", func(b *testing.B) { benchCopy(b, benchBody, func(r io.ReadCloser) io.ReadCloser { return r }) })
+	b.Run("scrub-1-secret", func(b *testing.B) { benchCopy(b, benchBody, one.Reader) })
+	b.Run("scrub-3-secrets", func(b *testing.B) { benchCopy(b, benchBody, three.Reader) })
+	b.Run("binary-scrub-1-secret", func(b *testing.B) { benchCopy(b, binaryBody, one.Reader) })
+	b.Run("binary-scrub-3-secrets", func(b *testing.B) { benchCopy(b, binaryBody, three.Reader) })
+}
+
+// TestScrubReaderAllocs: a body that ends in nothing that may start a
+// secret costs the reader itself and nothing more (the held-back tail's
+// buffer comes only when a tail is held).
+func TestScrubReaderAllocs(t *testing.T) {
+	s := scrubberFor(t, "sk-live-0123456789abcdef", "u-7f3a9c")
+	body := bytes.Repeat([]byte("xyz "), 256)
+	src := bytes.NewReader(body)
+	buf := make([]byte, 4096)
+	allocs := testing.AllocsPerRun(100, func() {
+		src.Reset(body)
+		r := s.Reader(io.NopCloser(src))
+		for {
+			if _, err := r.Read(buf); err != nil {
+				break
+			}
+		}
+	})
+	// The reader, the finder's cache of two secrets, io.NopCloser's wrapper.
+	if allocs > 3 {
+		t.Errorf("%v allocations per body, want at most 3", allocs)
+	}
+}
+
+// TestScrubDenseAnchors: where a secret's anchor byte is common, find gives
+// way to Horspool in the middle of a buffer, and what is found is the same.
+func TestScrubDenseAnchors(t *testing.T) {
+	for _, secrets := range [][]string{{"secret"}, {"secret", "cret", "sesec", "abcab"}} {
+		s := scrubberFor(t, secrets...)
+		in := []byte(strings.Repeat("c", 300) + "secret" + strings.Repeat("xcre", 100) + "sesecret abcab" + strings.Repeat("c", 50))
+		f := newFinder(len(s.secrets))
+		if i, _ := s.find(in, 0, &f); i != 300 || !f.dense {
+			t.Errorf("%q: found at %d (want 300), dense=%v (want true)", secrets, i, f.dense)
+		}
+		for _, chunks := range [][2]uint8{{255, 255}, {63, 200}, {6, 3}} {
+			fuzzScrub(t, s, in, chunks[0], chunks[1])
+		}
+	}
 }
