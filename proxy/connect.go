@@ -83,7 +83,11 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	// The ClientHello: the client may have sent it right behind the CONNECT,
 	// in which case the HTTP server's reader holds its first bytes.
 	_ = client.SetReadDeadline(time.Now().Add(s.timeouts.ClientHello))
-	hello, helloBytes, err := peekClientHello(io.MultiReader(buf.Reader, client))
+	var helloSrc io.Reader = client
+	if buf.Reader.Buffered() > 0 {
+		helloSrc = io.MultiReader(buf.Reader, client)
+	}
+	hello, helloBytes, err := peekClientHello(helloSrc)
 	_ = client.SetReadDeadline(time.Time{})
 	if err != nil {
 		d.sendAlert(client, alertAccessDenied)

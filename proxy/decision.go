@@ -192,6 +192,11 @@ func (d *decision) addOut(n int64) {
 
 // setUpstream records the address a connection was dialled to.
 func (d *decision) setUpstream(c net.Conn) {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ap := ta.AddrPort()
+		d.upstream = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		return
+	}
 	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
 		d.upstream = ap
 	}

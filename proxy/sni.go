@@ -1,74 +1,306 @@
 package proxy
 
 import (
-	"bytes"
-	"crypto/tls"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
-	"net"
-	"time"
+	"strings"
 )
-
-// errHelloRead stops the TLS handshake as soon as the ClientHello is parsed.
-var errHelloRead = errors.New("client hello read")
 
 // errNotTLS reports a tunnel whose first bytes are not a TLS handshake.
 var errNotTLS = errors.New("not a TLS ClientHello")
 
+// errBadHello reports a TLS ClientHello that cannot be parsed.
+var errBadHello = errors.New("malformed TLS ClientHello")
+
+// The TLS limits the peek enforces, as crypto/tls does for a ClientHello.
+const (
+	recordHeaderLen   = 5
+	recordTypeHS      = 0x16  // TLS record type: handshake
+	maxRecordPlain    = 16384 // largest plaintext record (RFC 8446, 5.1)
+	maxHelloLen       = 65536 // crypto/tls's maxHandshake
+	handshakeHeader   = 4     // message type and uint24 length
+	typeClientHello   = 1
+	extensionSNI      = 0
+	sniHostName       = 0
+	helloReadSize     = 2048 // one read holds a usual ClientHello (with a post-quantum key share)
+	seenExtsOnStack   = 32   // duplicate extension check without a map for usual hellos
+	maxPeekBufferSize = maxHelloLen + (maxHelloLen/maxRecordPlain+1)*recordHeaderLen + helloReadSize
+)
+
+// clientHello is what the gateway needs of a TLS ClientHello.
+type clientHello struct {
+	// ServerName is the host_name of the server_name extension; empty
+	// when there is none.
+	ServerName string
+}
+
 // peekClientHello reads a TLS ClientHello from r without answering it, and
 // returns it together with every byte consumed, so that the bytes can be
-// replayed to the upstream unchanged. crypto/tls does the parsing: it is
-// handed a connection that can only read and that records what it read.
-func peekClientHello(r io.Reader) (*tls.ClientHelloInfo, []byte, error) {
-	var first [1]byte
-	if _, err := io.ReadFull(r, first[:]); err != nil {
-		return nil, nil, err
+// replayed to the upstream unchanged.
+//
+// It reads the handshake records and the server_name extension as
+// crypto/tls's server does, and refuses what crypto/tls would refuse in
+// them: a record that is not a handshake record or is oversized, a first
+// message that is not a ClientHello, a length that does not match what it
+// frames, a duplicated extension, two host names, an empty or dotted name.
+// The other extensions are only framed, not interpreted: they are the
+// upstream's to judge, and being length-delimited they cannot change which
+// name the server_name extension holds. Parsing only this much, into one
+// buffer, keeps the peek to a read or two and a few allocations per tunnel
+// (a crypto/tls server handshake parses every extension and allocates
+// kilobytes).
+func peekClientHello(r io.Reader) (*clientHello, []byte, error) {
+	p := helloReader{r: r, buf: make([]byte, 0, helloReadSize)}
+	msg, err := p.readHandshakeMessage()
+	if err != nil {
+		return nil, p.buf, err
 	}
-	recorded := bytes.NewBuffer(make([]byte, 0, 1024))
-	recorded.WriteByte(first[0])
-	if first[0] != 0x16 { // TLS record type: handshake
-		return nil, recorded.Bytes(), errNotTLS
+	sni, err := parseClientHello(msg)
+	if err != nil {
+		return nil, p.buf, err
 	}
-	conn := &readOnlyConn{r: io.TeeReader(r, recorded), pre: first[:]}
-	var hello *tls.ClientHelloInfo
-	err := tls.Server(conn, &tls.Config{
-		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-			hello = new(tls.ClientHelloInfo)
-			*hello = *h
-			return nil, errHelloRead
-		},
-	}).Handshake()
-	if hello == nil {
-		if err == nil {
-			err = errNotTLS
-		}
-		return nil, recorded.Bytes(), err
-	}
-	return hello, recorded.Bytes(), nil
+	return &clientHello{ServerName: sni}, p.buf, nil
 }
 
-// readOnlyConn feeds crypto/tls during peekClientHello; writes are refused
-// so that no alert or ServerHello ever reaches the client from the peek.
-type readOnlyConn struct {
+// helloReader reads TLS records into buf, which keeps every byte read.
+type helloReader struct {
 	r   io.Reader
-	pre []byte
+	buf []byte
 }
 
-func (c *readOnlyConn) Read(p []byte) (int, error) {
-	if len(c.pre) > 0 {
-		n := copy(p, c.pre)
-		c.pre = c.pre[n:]
-		return n, nil
+// fill reads until buf holds at least n bytes. It reads as much as is
+// there (up to buf's spare capacity), so a ClientHello sent in one piece
+// takes one read.
+func (h *helloReader) fill(n int) error {
+	for len(h.buf) < n {
+		if n > maxPeekBufferSize {
+			return errBadHello
+		}
+		if cap(h.buf)-len(h.buf) < n-len(h.buf) {
+			grown := make([]byte, len(h.buf), n+helloReadSize)
+			copy(grown, h.buf)
+			h.buf = grown
+		}
+		m, err := h.r.Read(h.buf[len(h.buf):cap(h.buf)])
+		h.buf = h.buf[:len(h.buf)+m]
+		if len(h.buf) >= n {
+			return nil
+		}
+		if err != nil {
+			if err == io.EOF && len(h.buf) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
 	}
-	return c.r.Read(p)
+	return nil
 }
-func (c *readOnlyConn) Write([]byte) (int, error)        { return 0, io.ErrClosedPipe }
-func (c *readOnlyConn) Close() error                     { return nil }
-func (c *readOnlyConn) LocalAddr() net.Addr              { return nil }
-func (c *readOnlyConn) RemoteAddr() net.Addr             { return nil }
-func (c *readOnlyConn) SetDeadline(time.Time) error      { return nil }
-func (c *readOnlyConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *readOnlyConn) SetWriteDeadline(time.Time) error { return nil }
+
+// readHandshakeMessage reads handshake records until the first handshake
+// message is complete, and returns it (header included). A message in one
+// record is returned in place; one spread over several is copied together.
+func (h *helloReader) readHandshakeMessage() ([]byte, error) {
+	var (
+		msg       []byte // the message so far, header included
+		assembled bool   // msg is a copy gathered from several records
+		off       int    // start of the next record in buf
+	)
+	for {
+		if err := h.fill(off + recordHeaderLen); err != nil {
+			return nil, err
+		}
+		hdr := h.buf[off : off+recordHeaderLen]
+		// Only handshake records may carry a ClientHello; a version of
+		// 16.0 or more is no TLS client (crypto/tls's first-record test).
+		if hdr[0] != recordTypeHS || hdr[1] >= 0x10 {
+			if off == 0 {
+				return nil, errNotTLS
+			}
+			return nil, errBadHello
+		}
+		n := int(binary.BigEndian.Uint16(hdr[3:5]))
+		if n == 0 || n > maxRecordPlain {
+			return nil, errBadHello
+		}
+		if err := h.fill(off + recordHeaderLen + n); err != nil {
+			return nil, err
+		}
+		fragment := h.buf[off+recordHeaderLen : off+recordHeaderLen+n]
+		off += recordHeaderLen + n
+		switch {
+		case msg == nil:
+			msg = fragment
+		case !assembled:
+			msg = append(append(make([]byte, 0, len(msg)+len(fragment)), msg...), fragment...)
+			assembled = true
+		default:
+			msg = append(msg, fragment...)
+		}
+		if len(msg) < handshakeHeader {
+			continue
+		}
+		if msg[0] != typeClientHello {
+			return nil, errBadHello
+		}
+		length := int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3])
+		if length > maxHelloLen {
+			return nil, errBadHello
+		}
+		if len(msg) >= handshakeHeader+length {
+			// Bytes behind the message (a client's next flight) stay in
+			// buf, for the upstream, like everything else read.
+			return msg[:handshakeHeader+length], nil
+		}
+	}
+}
+
+// parseClientHello returns the host name of a ClientHello message (header
+// included), checking its framing as crypto/tls's clientHelloMsg.unmarshal
+// does.
+func parseClientHello(msg []byte) (string, error) {
+	s := helloBytes(msg[handshakeHeader:])
+	if !s.skip(2+32) || // legacy_version, random
+		!s.skipUint8Prefixed() || // legacy_session_id
+		!s.skipCipherSuites() ||
+		!s.skipUint8Prefixed() { // legacy_compression_methods
+		return "", errBadHello
+	}
+	if len(s) == 0 {
+		return "", nil // no extensions
+	}
+	exts, ok := s.uint16Prefixed()
+	if !ok || len(s) != 0 {
+		return "", errBadHello
+	}
+	var (
+		seen     [seenExtsOnStack]uint16
+		nSeen    int
+		seenMore map[uint16]bool
+		name     string
+	)
+	for len(exts) > 0 {
+		typ, ok := exts.uint16()
+		if !ok {
+			return "", errBadHello
+		}
+		data, ok := exts.uint16Prefixed()
+		if !ok {
+			return "", errBadHello
+		}
+		// crypto/tls refuses a hello with any extension twice.
+		for _, t := range seen[:nSeen] {
+			if t == typ {
+				return "", errBadHello
+			}
+		}
+		switch {
+		case nSeen < len(seen):
+			seen[nSeen] = typ
+			nSeen++
+		case seenMore[typ]:
+			return "", errBadHello
+		default:
+			if seenMore == nil {
+				seenMore = make(map[uint16]bool)
+			}
+			seenMore[typ] = true
+		}
+		if typ != extensionSNI {
+			continue
+		}
+		var err error
+		if name, err = parseServerName(data); err != nil {
+			return "", err
+		}
+	}
+	return name, nil
+}
+
+// parseServerName reads a server_name extension (RFC 6066, 3): a
+// non-empty list of typed, non-empty names, of which at most one is a
+// host_name, which may not end in a dot; other name types are skipped.
+func parseServerName(data helloBytes) (string, error) {
+	list, ok := data.uint16Prefixed()
+	if !ok || len(list) == 0 || len(data) != 0 {
+		return "", errBadHello
+	}
+	var name string
+	for len(list) > 0 {
+		typ, ok := list.uint8()
+		if !ok {
+			return "", errBadHello
+		}
+		n, ok := list.uint16Prefixed()
+		if !ok || len(n) == 0 {
+			return "", errBadHello
+		}
+		if typ != sniHostName {
+			continue
+		}
+		if name != "" {
+			return "", errBadHello
+		}
+		name = string(n)
+		if strings.HasSuffix(name, ".") {
+			return "", fmt.Errorf("%w: the server name ends in a dot", errBadHello)
+		}
+	}
+	return name, nil
+}
+
+// helloBytes is the unread rest of a ClientHello; each read advances it
+// and reports false when too few bytes are left.
+type helloBytes []byte
+
+func (s *helloBytes) skip(n int) bool {
+	if len(*s) < n {
+		return false
+	}
+	*s = (*s)[n:]
+	return true
+}
+
+func (s *helloBytes) uint8() (uint8, bool) {
+	if len(*s) < 1 {
+		return 0, false
+	}
+	v := (*s)[0]
+	*s = (*s)[1:]
+	return v, true
+}
+
+func (s *helloBytes) uint16() (uint16, bool) {
+	if len(*s) < 2 {
+		return 0, false
+	}
+	v := binary.BigEndian.Uint16(*s)
+	*s = (*s)[2:]
+	return v, true
+}
+
+func (s *helloBytes) skipUint8Prefixed() bool {
+	n, ok := s.uint8()
+	return ok && s.skip(int(n))
+}
+
+func (s *helloBytes) uint16Prefixed() (helloBytes, bool) {
+	n, ok := s.uint16()
+	if !ok || len(*s) < int(n) {
+		return nil, false
+	}
+	v := (*s)[:n]
+	*s = (*s)[n:]
+	return v, true
+}
+
+// skipCipherSuites skips the cipher_suites list, which crypto/tls reads
+// as whole uint16s: an odd length is malformed.
+func (s *helloBytes) skipCipherSuites() bool {
+	suites, ok := s.uint16Prefixed()
+	return ok && len(suites)%2 == 0
+}
 
 // tlsAlertAccessDenied is a fatal TLS alert record (access_denied, 49): the
 // one thing a tunnel refused after its 200 can still tell a TLS client.
