@@ -43,6 +43,9 @@ type exchange struct {
 	// ReverseProxy prepared it (which cannot answer itself).
 	failed error
 	up     upstreamTripper // the one way upstream
+	// bufs lends the buffers the response body is copied to the client
+	// with; nil where the body is copied by others (ReverseProxy).
+	bufs *copyBuffers
 
 	// Forwarded requests only (a tunnel's upstream dials for its
 	// requests): the timeouts and the guard of the policy and entry the
@@ -108,7 +111,7 @@ func (ex *exchange) receive(resp *http.Response) error {
 	if err := checkSwitch(resp.Request, resp, ex.host); err != nil {
 		return err
 	}
-	resp.Body = wrapLoggingBody(resp.Body, ex.d)
+	resp.Body = wrapLoggingBody(resp.Body, ex.d, ex.bufs)
 	return nil
 }
 

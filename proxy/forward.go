@@ -54,7 +54,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	d := newDecision(&s.sink, clientAddr(r), modeHTTP)
 	d.method = r.Method
 	d.transparent, _ = r.Context().Value(transparentKey{}).(bool)
-	ex := &exchange{d: d}
+	ex := &exchange{d: d, bufs: &s.bodyBufs}
 	ctx.UserData = ex
 	ctx.RoundTripper = goproxy.RoundTripperFunc(s.roundTrip)
 
