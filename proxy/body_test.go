@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/hookgate/hookgate/config"
 )
 
 // readSizes is a body that serves n bytes of a pattern and records how
@@ -197,4 +203,44 @@ func TestBodyCopyWriteFailure(t *testing.T) {
 	if out := bufs.largeOut.Load(); out != 0 {
 		t.Errorf("%d large buffers still lent", out)
 	}
+}
+
+// TestForwardLargeBodyScrubbed: a large plain-HTTP answer from a host
+// whose entry injects a secret (allow_plaintext) is copied with the large
+// buffer and still through the scrubber: every echo of the secret is
+// masked wherever it falls (in the small buffer, across the move to the
+// large one, across large buffers, at the end), and every byte is counted.
+func TestForwardLargeBodyScrubbed(t *testing.T) {
+	const size = largeCopyAfter + 3*largeCopyBuffer
+	body := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	for _, at := range []int{10, smallCopyBuffer - 5, largeCopyAfter - 7, largeCopyAfter + largeCopyBuffer - 3, size - len(canary)} {
+		copy(body[at:], canary)
+	}
+	plain := newUpstream(t, false, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body)
+	})
+	env := newMITMEnv(t, nil, func(gc *gatewayConfig) {
+		gc.exempt = append(gc.exempt, plain.hostPort())
+		gc.allow = append(gc.allow, "open.test")
+		gc.names["open.test"] = []string{"127.0.0.1"}
+		gc.entries = append(gc.entries, config.Entry{}, config.Entry{Transform: gc.entries[0].Transform, AllowPlaintext: true})
+	})
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: env.gw.addr})}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://open.test:" + plain.port() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.ReplaceAll(body, []byte(canary), []byte("[redacted]"+strings.Repeat("*", len(canary)-len("[redacted]"))))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the client got %d bytes, not the %d of the scrubbed body (secret in it: %v)", len(got), len(want), bytes.Contains(got, []byte(canary)))
+	}
+	line := env.gw.logs.waitDecisions(t, 1)[0]
+	checkLine(t, line, map[string]any{"mode": "http", "verdict": "allow", "bytes_out": float64(size)})
 }
