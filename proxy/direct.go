@@ -47,8 +47,8 @@ func (u *upstreamConn) close() {
 	}
 }
 
-// roundTripSlot sends r, the request of ex, over the slot's connection,
-// dialling one (u.dialSlot) when there is none for u's key and policy. A
+// roundTripSlot sends r over the connection in u's slot, dialling one
+// (u.dialSlot) when there is none for u's key and policy. A
 // request without a body is retried once on a fresh connection when a
 // reused one turns out to be closed (an idle keep-alive connection the
 // upstream timed out). The upstream has u.responseHeader to start its

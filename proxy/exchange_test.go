@@ -25,7 +25,7 @@ func TestNoExchangeNoUpstream(t *testing.T) {
 	if _, err := gw.srv.dialUpstream(context.Background(), "tcp", "example.com:80"); !errors.Is(err, errUnjudged) {
 		t.Errorf("dial: %v, want errUnjudged", err)
 	}
-	if _, err := (forwardTripper{gw.srv}).RoundTrip(r, &goproxy.ProxyCtx{Req: r}); !errors.Is(err, errUnjudged) {
+	if _, err := (forwardTripper{}).RoundTrip(r, &goproxy.ProxyCtx{Req: r}); !errors.Is(err, errUnjudged) {
 		t.Errorf("goproxy round-trip: %v, want errUnjudged", err)
 	}
 }
