@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -148,7 +149,9 @@ func (w *answerWait) read() (*http.Response, error) {
 		_, err := uc.br.Peek(1)
 		switch {
 		case err == nil:
-			_ = uc.conn.SetReadDeadline(w.deadline)
+			if !headerBuffered(uc.br) {
+				_ = uc.conn.SetReadDeadline(w.deadline)
+			}
 		case first.Before(w.deadline) && errors.Is(err, os.ErrDeadlineExceeded):
 			// A timed-out read consumed nothing: wait on, watching.
 			_ = uc.conn.SetReadDeadline(w.deadline)
@@ -160,6 +163,14 @@ func (w *answerWait) read() (*http.Response, error) {
 		}
 	}
 	return http.ReadResponse(uc.br, w.r)
+}
+
+// headerBuffered reports whether br holds a whole header block already (a
+// blank line): reading it reads nothing more from the connection, so the
+// deadline it has does not matter.
+func headerBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.Contains(b, []byte("\r\n\r\n"))
 }
 
 func (w *answerWait) stopWatching() {

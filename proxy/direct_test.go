@@ -175,3 +175,30 @@ func TestForwardSlowAnswer(t *testing.T) {
 		checkLine(t, line, map[string]any{"verdict": "allow", "status": 200})
 	}
 }
+
+// TestForwardAnswerHeaderInPieces: an answer whose header begins at once
+// but ends only after watchClientAfter has the whole response-header
+// timeout for the rest, not the short wait before the client is watched.
+func TestForwardAnswerHeaderInPieces(t *testing.T) {
+	up := newRawUpstream(t, nil)
+	up.serve(func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+			time.Sleep(4 * watchClientAfter)
+			_, _ = io.WriteString(c, "Content-Length: 2\r\n\r\nok")
+		}
+	})
+	addr := up.addr()
+	gw := startGateway(t, gatewayConfig{allow: []string{"*"}, exempt: []string{addr}})
+	k := newKeepAliveClient(t, gw)
+	for range 2 {
+		if resp, body := k.do("GET http://" + addr + "/ HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("%d %q", resp.StatusCode, body)
+		}
+	}
+}
