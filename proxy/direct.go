@@ -2,11 +2,14 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -34,6 +37,7 @@ type upstreamConn struct {
 	key    string         // what it connects to (host:port)
 	policy *config.Policy // the policy its addresses were judged by
 	conn   net.Conn
+	addr   netip.AddrPort // the address dialled, for the decision lines (zero if unknown)
 	br     *bufio.Reader
 	bw     *bufio.Writer
 }
@@ -44,27 +48,34 @@ func (u *upstreamConn) close() {
 	}
 }
 
-// roundTripSlot sends r over the slot's connection, dialling one when there
-// is none for key and policy. A request without a body is retried once on a
-// fresh connection when a reused one turns out to be closed (an idle
-// keep-alive connection the upstream timed out). The upstream has
-// responseHeader to start its answer.
-func roundTripSlot(sl *upstreamSlot, key string, p *config.Policy, dial func(context.Context) (net.Conn, error), responseHeader time.Duration, r *http.Request, d *decision) (*http.Response, error) {
+// roundTripSlot sends r over the connection in u's slot, dialling one
+// (u.dialSlot) when there is none for u's key and policy. A
+// request without a body is retried once on a fresh connection when a
+// reused one turns out to be closed (an idle keep-alive connection the
+// upstream timed out). The upstream has u.responseHeader to start its
+// answer.
+func roundTripSlot(u *upstreamTripper, r *http.Request, d *decision) (*http.Response, error) {
+	sl := u.slot
 	for attempt := 0; ; attempt++ {
 		uc := sl.conn.Load()
-		reused := uc != nil && uc.key == key && uc.policy == p
+		reused := uc != nil && uc.key == u.key && uc.policy == u.policy
 		if !reused {
 			sl.drop()
-			conn, err := dial(r.Context())
+			conn, err := u.dialSlot(r.Context())
 			if err != nil {
 				return nil, err
 			}
-			uc = &upstreamConn{key: key, policy: p, conn: conn,
+			uc = &upstreamConn{key: u.key, policy: u.policy, conn: conn,
 				br: bufio.NewReaderSize(conn, 4096), bw: bufio.NewWriterSize(conn, 4096)}
+			// As decision.setUpstream, once per connection rather than
+			// once per request.
+			uc.addr, _ = netip.ParseAddrPort(conn.RemoteAddr().String())
 			sl.conn.Store(uc)
 		}
-		d.setUpstream(uc.conn)
-		resp, err := sendRequest(uc, r, responseHeader)
+		if uc.addr.IsValid() {
+			d.upstream = uc.addr
+		}
+		resp, err := sendRequest(uc, r, u.responseHeader)
 		if err == nil {
 			// After a 101 the connection speaks another protocol (or is
 			// refused): it is never reused.
@@ -79,8 +90,16 @@ func roundTripSlot(sl *upstreamSlot, key string, p *config.Policy, dial func(con
 	}
 }
 
+// watchClientAfter is how long sendRequest waits for an answer to begin
+// before it also watches for the client going away. Most answers begin
+// sooner, and watching (a callback on the request's context) costs
+// allocations on every request that waiting first does not; a client that
+// leaves during a longer wait still ends it, at most this much later.
+const watchClientAfter = 5 * time.Millisecond
+
 // sendRequest writes one request and reads its response header, skipping
-// informational (1xx) answers, within responseHeader.
+// informational (1xx) answers, within responseHeader. A client that goes
+// away (its request's context ends) stops the wait.
 func sendRequest(uc *upstreamConn, r *http.Request, responseHeader time.Duration) (*http.Response, error) {
 	if err := r.Write(uc.bw); err != nil {
 		return nil, err
@@ -88,13 +107,12 @@ func sendRequest(uc *upstreamConn, r *http.Request, responseHeader time.Duration
 	if err := uc.bw.Flush(); err != nil {
 		return nil, err
 	}
-	_ = uc.conn.SetReadDeadline(time.Now().Add(responseHeader))
+	deadline := time.Now().Add(responseHeader)
 	defer func() { _ = uc.conn.SetReadDeadline(time.Time{}) }()
-	// A client that goes away stops the wait (its request's context ends).
-	stop := context.AfterFunc(r.Context(), func() { _ = uc.conn.SetReadDeadline(time.Now()) })
-	defer stop()
+	w := answerWait{uc: uc, r: r, deadline: deadline}
+	defer w.stopWatching()
 	for {
-		resp, err := http.ReadResponse(uc.br, r)
+		resp, err := w.read()
 		if err != nil {
 			if ctxErr := r.Context().Err(); ctxErr != nil {
 				return nil, ctxErr
@@ -104,6 +122,60 @@ func sendRequest(uc *upstreamConn, r *http.Request, responseHeader time.Duration
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			return resp, nil
 		}
+	}
+}
+
+// answerWait is sendRequest's wait for the answers to one request.
+type answerWait struct {
+	uc       *upstreamConn
+	r        *http.Request
+	deadline time.Time
+	stop     func() bool // set once the client is watched
+}
+
+// read reads one response header. Until an answer begins it reads with a
+// deadline watchClientAfter away (or the real one if nearer); if that
+// passes, it watches the client and waits on, until the real deadline.
+// Once an answer has begun, the rest of its header has until the real
+// deadline.
+func (w *answerWait) read() (*http.Response, error) {
+	uc := w.uc
+	if w.stop == nil {
+		first := time.Now().Add(watchClientAfter)
+		if first.After(w.deadline) {
+			first = w.deadline
+		}
+		_ = uc.conn.SetReadDeadline(first)
+		_, err := uc.br.Peek(1)
+		switch {
+		case err == nil:
+			if !headerBuffered(uc.br) {
+				_ = uc.conn.SetReadDeadline(w.deadline)
+			}
+		case first.Before(w.deadline) && errors.Is(err, os.ErrDeadlineExceeded):
+			// A timed-out read consumed nothing: wait on, watching.
+			_ = uc.conn.SetReadDeadline(w.deadline)
+			w.stop = context.AfterFunc(w.r.Context(), func() { _ = uc.conn.SetReadDeadline(time.Now()) })
+		case err == io.EOF:
+			return nil, io.ErrUnexpectedEOF // as http.ReadResponse says it
+		default:
+			return nil, err
+		}
+	}
+	return http.ReadResponse(uc.br, w.r)
+}
+
+// headerBuffered reports whether br holds a whole header block already (a
+// blank line): reading it reads nothing more from the connection, so the
+// deadline it has does not matter.
+func headerBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.Contains(b, []byte("\r\n\r\n"))
+}
+
+func (w *answerWait) stopWatching() {
+	if w.stop != nil {
+		w.stop()
 	}
 }
 

@@ -144,3 +144,61 @@ func TestForwardNewHostNewConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardSlowAnswer: an answer that begins only after the gateway has
+// started watching the client (after watchClientAfter), behind an
+// informational one, still arrives; the upstream connection is kept and
+// serves the next request.
+func TestForwardSlowAnswer(t *testing.T) {
+	var conns atomic.Int32
+	up := newUpstream(t, false, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			w.Header().Set("Link", "</style.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			time.Sleep(4 * watchClientAfter)
+		}
+		fmt.Fprint(w, r.URL.Path)
+	}, countConns(&conns))
+	gw := startGateway(t, gatewayConfig{allow: []string{"*"}, exempt: []string{up.hostPort()}})
+	k := newKeepAliveClient(t, gw)
+	target := "http://" + up.hostPort()
+	for _, path := range []string{"/slow", "/fast", "/slow"} {
+		if resp, body := k.do("GET " + target + path + " HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 200 || body != path {
+			t.Fatalf("%s: %d %q", path, resp.StatusCode, body)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("upstream accepted %d connections, want 1", n)
+	}
+	lines := gw.logs.waitDecisions(t, 3)
+	for _, line := range lines {
+		checkLine(t, line, map[string]any{"verdict": "allow", "status": 200})
+	}
+}
+
+// TestForwardAnswerHeaderInPieces: an answer whose header begins at once
+// but ends only after watchClientAfter has the whole response-header
+// timeout for the rest, not the short wait before the client is watched.
+func TestForwardAnswerHeaderInPieces(t *testing.T) {
+	up := newRawUpstream(t, nil)
+	up.serve(func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+			time.Sleep(4 * watchClientAfter)
+			_, _ = io.WriteString(c, "Content-Length: 2\r\n\r\nok")
+		}
+	})
+	addr := up.addr()
+	gw := startGateway(t, gatewayConfig{allow: []string{"*"}, exempt: []string{addr}})
+	k := newKeepAliveClient(t, gw)
+	for range 2 {
+		if resp, body := k.do("GET http://" + addr + "/ HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("%d %q", resp.StatusCode, body)
+		}
+	}
+}

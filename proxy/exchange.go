@@ -26,9 +26,10 @@ import (
 //
 // goproxy (plain forwarding) and httputil.ReverseProxy (inside an
 // intercepted tunnel) drive the steps; the steps are these methods. The
-// state travels in the request's context (exchangeKey) and, for goproxy's
-// response hook, in its ProxyCtx.UserData; a step that finds none refuses
-// the request (errUnjudged) rather than judging it by another policy.
+// state travels in goproxy's ProxyCtx.UserData (plain forwarding) or the
+// request's context (exchangeKey: inside a tunnel, and for the dial hook
+// of the forwarding transport); a step that finds none refuses the request
+// (errUnjudged) rather than judging it by another policy.
 type exchange struct {
 	d     *decision
 	host  string              // the judged host, for reasons
@@ -43,6 +44,9 @@ type exchange struct {
 	// ReverseProxy prepared it (which cannot answer itself).
 	failed error
 	up     upstreamTripper // the one way upstream
+	// bufs lends the buffers the response body is copied to the client
+	// with; nil where the body is copied by others (ReverseProxy).
+	bufs *copyBuffers
 
 	// Forwarded requests only (a tunnel's upstream dials for its
 	// requests): the timeouts and the guard of the policy and entry the
@@ -108,7 +112,7 @@ func (ex *exchange) receive(resp *http.Response) error {
 	if err := checkSwitch(resp.Request, resp, ex.host); err != nil {
 		return err
 	}
-	resp.Body = wrapLoggingBody(resp.Body, ex.d)
+	resp.Body = wrapLoggingBody(resp.Body, ex.d, ex.bufs)
 	return nil
 }
 
@@ -125,10 +129,12 @@ func (ex *exchange) failure(err error, r *http.Request) *denial {
 // http.Transport, which handles those. Either way only addresses the guard
 // judged are dialled.
 type upstreamTripper struct {
-	slot           *upstreamSlot // nil: always the transport
-	key            string        // what the slot's connection connects to
-	policy         *config.Policy
+	slot   *upstreamSlot // nil: always the transport
+	key    string        // what the slot's connection connects to
+	policy *config.Policy
+	// dial dials the slot's connection; if nil, guard dials key.
 	dial           func(context.Context) (net.Conn, error)
+	guard          *Guard
 	responseHeader time.Duration
 	transport      http.RoundTripper
 	// h2, if set, is the tunnel's HTTP/2 connection upstream (the client
@@ -144,14 +150,24 @@ func (u *upstreamTripper) roundTrip(r *http.Request, ex *exchange) (*http.Respon
 		return u.h2.RoundTrip(r.WithContext(scrubInformational(r.Context(), ex.scrub)))
 	}
 	if u.slot != nil && r.Header.Get("Upgrade") == "" && r.Header.Get("Expect") == "" {
-		return roundTripSlot(u.slot, u.key, u.policy, u.dial, u.responseHeader, r, ex.d)
+		return roundTripSlot(u, r, ex.d)
 	}
-	// Informational answers are scrubbed before anyone relays them.
-	ctx := scrubInformational(r.Context(), ex.scrub)
+	// Informational answers are scrubbed before anyone relays them; the
+	// transport's dial hook finds the exchange (its guard) in the context.
+	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
+	ctx = scrubInformational(ctx, ex.scrub)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { ex.d.setUpstream(info.Conn) },
 	})
 	return u.transport.RoundTrip(r.WithContext(ctx))
+}
+
+// dialSlot dials a connection for the slot.
+func (u *upstreamTripper) dialSlot(ctx context.Context) (net.Conn, error) {
+	if u.dial != nil {
+		return u.dial(ctx)
+	}
+	return u.guard.DialContext(ctx, "tcp", u.key)
 }
 
 // exchangeTransport is the round-tripper httputil.ReverseProxy is given:

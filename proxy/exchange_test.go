@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+
+	"github.com/elazarl/goproxy"
 )
 
 // TestNoExchangeNoUpstream: a request that reaches the upstream side
@@ -23,7 +25,7 @@ func TestNoExchangeNoUpstream(t *testing.T) {
 	if _, err := gw.srv.dialUpstream(context.Background(), "tcp", "example.com:80"); !errors.Is(err, errUnjudged) {
 		t.Errorf("dial: %v, want errUnjudged", err)
 	}
-	if _, err := gw.srv.roundTrip(r, nil); !errors.Is(err, errUnjudged) {
+	if _, err := (forwardTripper{}).RoundTrip(r, &goproxy.ProxyCtx{Req: r}); !errors.Is(err, errUnjudged) {
 		t.Errorf("goproxy round-trip: %v, want errUnjudged", err)
 	}
 }

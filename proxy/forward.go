@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -54,9 +53,9 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	d := newDecision(&s.sink, clientAddr(r), modeHTTP)
 	d.method = r.Method
 	d.transparent, _ = r.Context().Value(transparentKey{}).(bool)
-	ex := &exchange{d: d}
+	ex := &exchange{d: d, bufs: &s.bodyBufs}
 	ctx.UserData = ex
-	ctx.RoundTripper = goproxy.RoundTripperFunc(s.roundTrip)
+	ctx.RoundTripper = forwardTripper{}
 
 	var defaultPort uint16
 	switch strings.ToLower(r.URL.Scheme) {
@@ -122,7 +121,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		r.Body = &countingBody{ReadCloser: r.Body, add: d.addIn}
 	}
 	s.forwardUpstream(r, p, ex)
-	return withExchange(r, ex), nil
+	return r, nil
 }
 
 // forwardUpstream sets the upstream of a forwarded request: the
@@ -142,7 +141,7 @@ func (s *Server) forwardUpstream(r *http.Request, p *config.Policy, ex *exchange
 	}
 	up := &ex.up
 	up.slot, up.key, up.policy, up.responseHeader = &fc.upstream, addr, p, ex.timeouts.ResponseHeader
-	up.dial = func(ctx context.Context) (net.Conn, error) { return ex.guard.DialContext(ctx, "tcp", addr) }
+	up.guard = &ex.guard
 }
 
 // exchangeOfCtx returns the exchange onRequest left for goproxy's later
@@ -160,9 +159,13 @@ func (s *Server) refuse(r *http.Request, d *decision, den *denial) *http.Respons
 	return resp
 }
 
-// roundTrip is goproxy's round-tripper: the exchange's.
-func (s *Server) roundTrip(r *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
-	ex, ok := exchangeOf(r)
+// forwardTripper is goproxy's round-tripper: each request goes the way of
+// the exchange onRequest left in its ProxyCtx. (An empty struct, so that
+// setting it on each request allocates nothing, as a method value would.)
+type forwardTripper struct{}
+
+func (forwardTripper) RoundTrip(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Response, error) {
+	ex, ok := exchangeOfCtx(ctx)
 	if !ok {
 		return nil, errUnjudged
 	}

@@ -584,18 +584,21 @@ type framing struct {
 // bytes: scanLineEnds saw to it) and says how its body is framed. A non-nil
 // denial refuses the request.
 func judgeHeader(block []byte) (framing, *denial) {
-	lines := bytes.Split(block[:len(block)-4], []byte("\r\n"))
-	requestLine := lines[0]
+	// The lines are taken one by one (no slice of them is built: this
+	// runs on every request).
+	requestLine, rest, more := bytes.Cut(block[:len(block)-4], []byte("\r\n"))
 	method, _, _ := bytes.Cut(requestLine, []byte(" "))
 	http10 := bytes.HasSuffix(requestLine, []byte(" HTTP/1.0"))
 	var (
 		hosts         int
-		contentLength = ""
+		contentLength []byte
 		haveCL        bool
 		tes           int
 		upgrade       bool
 	)
-	for _, line := range lines[1:] {
+	for more {
+		var line []byte
+		line, rest, more = bytes.Cut(rest, []byte("\r\n"))
 		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
 			return framing{}, badRequest("", "a header folded onto a continuation line (obs-fold) is not accepted")
 		}
@@ -610,10 +613,10 @@ func judgeHeader(block []byte) (framing, *denial) {
 			if !isDigits(value) || len(value) > maxCLDigits {
 				return framing{}, badRequest("", "invalid Content-Length %q", truncate(value, 20))
 			}
-			if haveCL && contentLength != string(value) {
+			if haveCL && !bytes.Equal(contentLength, value) {
 				return framing{}, badRequest("", "conflicting Content-Length headers")
 			}
-			contentLength, haveCL = string(value), true
+			contentLength, haveCL = value, true
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			tes++
 			if !bytes.EqualFold(value, []byte("chunked")) {
@@ -655,16 +658,17 @@ func judgeHeader(block []byte) (framing, *denial) {
 // with a bare 400 of its own, so that the client gets our machine-readable
 // answer.
 func judgeRequestLine(line []byte) string {
-	parts := bytes.Split(line, []byte(" "))
-	if len(parts) != 3 || len(parts[1]) == 0 || !isToken(parts[0]) {
+	methodB, rest, ok1 := bytes.Cut(line, []byte(" "))
+	target, versionB, ok2 := bytes.Cut(rest, []byte(" "))
+	if !ok1 || !ok2 || bytes.IndexByte(versionB, ' ') >= 0 || len(target) == 0 || !isToken(methodB) {
 		return fmt.Sprintf("malformed request line %q: want METHOD target HTTP/1.1", truncate(line, 60))
 	}
-	method, target, version := string(parts[0]), parts[1], string(parts[2])
+	method, version := string(methodB), string(versionB)
 	switch {
 	case method == "PRI" && string(target) == "*" && version == "HTTP/2.0":
 		return ""
 	case version != "HTTP/1.1" && version != "HTTP/1.0":
-		return fmt.Sprintf("unsupported protocol version %q", truncate(parts[2], 20))
+		return fmt.Sprintf("unsupported protocol version %q", truncate(versionB, 20))
 	}
 	if method == http.MethodConnect {
 		if _, err := url.Parse("http://" + string(target)); err != nil {
@@ -721,17 +725,19 @@ func isDigits(b []byte) bool {
 	return true
 }
 
-func parseDigits(s string) int64 {
+func parseDigits(b []byte) int64 {
 	var n int64
-	for i := 0; i < len(s); i++ {
-		n = n*10 + int64(s[i]-'0')
+	for _, ch := range b {
+		n = n*10 + int64(ch-'0')
 	}
 	return n
 }
 
 // hasToken reports whether a comma-separated header value holds token.
 func hasToken(v []byte, token string) bool {
-	for _, t := range bytes.Split(v, []byte(",")) {
+	for more := true; more; {
+		var t []byte
+		t, v, more = bytes.Cut(v, []byte(","))
 		if bytes.EqualFold(bytes.Trim(t, " \t"), []byte(token)) {
 			return true
 		}

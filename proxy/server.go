@@ -152,6 +152,8 @@ type Server struct {
 	tenantUse tenantLimiter
 
 	bufs sync.Pool // *[]byte of relayBufSize, lent to tunnels while bytes move
+	// bodyBufs lends the buffers forwarded response bodies are copied with.
+	bodyBufs copyBuffers
 
 	// origDst recovers a redirected connection's destination; OriginalDst,
 	// replaced in tests that cannot install redirect rules.
