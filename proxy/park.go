@@ -145,6 +145,12 @@ func (p *parker) close() {
 // and Control fails, and dr takes its park back and reads on (and finds
 // its connection closed). A close after the registration silently drops
 // it, but the unpark after that close finds the key.
+//
+// A wake may take the park before the registration is made (the idle
+// timer, or an unpark after a close): then the registration can outlive
+// the park. That is harmless: its key finds nothing to wake, it reports
+// once at most (one-shot), and the closed socket (the resumed direction
+// ends, or finds its connection closed) takes it away.
 func (p *parker) park(dr *direction, idleIn time.Duration) bool {
 	k := p.keys.Add(1)
 	p.mu.Lock()

@@ -218,9 +218,10 @@ func (dr *direction) copy() (total int64, parked bool, err error) {
 			// deadline is still ahead. The last read found nothing
 			// (EAGAIN), so the socket holds nothing unreported: what
 			// comes from now on, a FIN included, makes it readable.
-			if dr.parkable && errors.Is(err, os.ErrDeadlineExceeded) {
+			idleIn := time.Until(dr.active.Add(dr.t.idle))
+			if dr.parkable && idleIn > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
 				dr.rearm = true
-				if dr.p.park(dr, time.Until(dr.active.Add(dr.t.idle))) {
+				if dr.p.park(dr, idleIn) {
 					return 0, true, nil
 				}
 				// Not parked (the connection is closed, or the
