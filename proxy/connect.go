@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/allowlist"
@@ -177,25 +178,48 @@ func (s *Server) openTunnel(ss *session, helloBytes []byte, t target, adm admiss
 // which http.Server.Shutdown cannot see, and end closes it, untracks it and
 // writes the decision line, once.
 type session struct {
-	s      *Server
-	client net.Conn
-	d      *decision
-	once   sync.Once
+	s       *Server
+	client  net.Conn
+	d       *decision
+	once    sync.Once
+	tunnel  atomic.Pointer[tunnel] // its relay, once it has one
+	aborted atomic.Bool
 }
 
 func (s *Server) newSession(c net.Conn, d *decision) *session {
+	ss := &session{s: s, client: c, d: d}
 	s.tunnels.Add(1)
-	s.track(c)
+	s.track(ss)
 	if s.sink.observer.Tunnel != nil {
 		s.sink.observer.Tunnel(1)
 	}
-	return &session{s: s, client: c, d: d}
+	return ss
+}
+
+// attach makes t the session's relay, which abort must close too.
+func (ss *session) attach(t *tunnel) {
+	ss.tunnel.Store(t)
+	if ss.aborted.Load() {
+		t.abort()
+	}
+}
+
+// abort closes the session's connections from outside (Shutdown, when its
+// wait is over), and the relay's upstream with them if it has one (now, or
+// once attach gives it one): the relay's directions then end, parked ones
+// included, and the last ends the session.
+func (ss *session) abort() {
+	ss.aborted.Store(true)
+	_ = ss.client.Close()
+	if t := ss.tunnel.Load(); t != nil {
+		t.abort()
+	}
 }
 
 func (ss *session) end() {
 	ss.once.Do(func() {
 		_ = ss.client.Close()
-		ss.s.untrack(ss.client)
+		ss.s.untrack(ss)
 		ss.d.finish()
 		if ss.s.sink.observer.Tunnel != nil {
 			ss.s.sink.observer.Tunnel(-1)

@@ -107,6 +107,8 @@ type gatewayConfig struct {
 	// policy, if set, replaces the policy built from allow, cidrs and
 	// entries (a compiled config with tenants).
 	policy *config.Policy
+	// parkAfter, if set, replaces defaultParkAfter (negative: never park).
+	parkAfter time.Duration
 }
 
 func startGateway(t testing.TB, gc gatewayConfig) *gateway {
@@ -154,6 +156,9 @@ func startGateway(t testing.TB, gc gatewayConfig) *gateway {
 	srv, err := New(o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if gc.parkAfter != 0 {
+		srv.parkAfter = max(gc.parkAfter, 0)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

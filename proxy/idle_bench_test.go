@@ -24,7 +24,8 @@ const idleTunnels = 1000
 // gateway: it opens idleTunnels CONNECT tunnels, sends a ClientHello and
 // one small exchange each way through every one (so that both relay
 // directions have copied bytes, as after a TLS handshake and a request),
-// lets them go idle, and reports per tunnel the live heap (net of the same
+// lets them go idle until the gateway has parked every relay direction
+// (see parker), and reports per tunnel the live heap (net of the same
 // connections held without the gateway), the goroutine stack bytes and the
 // goroutines. The client and the upstream are driven from the benchmark
 // goroutine itself, so that every goroutine and every stack counted is the
@@ -50,15 +51,19 @@ func BenchmarkIdleTunnelMemory(b *testing.B) {
 	// ended goroutines for new ones: after this they are reused, so the
 	// heap figure leaves them out (about 0.5 KiB a goroutine; see
 	// goroutines/tunnel).
-	for _, open := range []func(*idleExchange) error{through, direct} {
+	for i, open := range []func(*idleExchange) error{through, direct} {
 		warm := holdIdle(b, up, hello, idleTunnels, open)
+		if i == 0 {
+			waitParked(b, gw.srv, 2*idleTunnels) // the parker, with its goroutine, is made
+		}
 		warm.close()
 	}
 	b.ResetTimer()
 	var viaGateway, without idleCost
+	parked := func() { waitParked(b, gw.srv, 2*idleTunnels) }
 	for range b.N {
-		viaGateway = measureIdle(b, up, hello, through)
-		without = measureIdle(b, up, hello, direct)
+		viaGateway = measureIdle(b, up, hello, through, parked)
+		without = measureIdle(b, up, hello, direct, func() {})
 	}
 	b.StopTimer()
 	n := float64(idleTunnels)
@@ -72,10 +77,12 @@ func BenchmarkIdleTunnelMemory(b *testing.B) {
 type idleCost struct{ heap, stacks, goroutines int64 }
 
 // measureIdle holds idleTunnels connections opened by open and returns
-// what they added to the live heap, the stacks and the goroutines.
-func measureIdle(b *testing.B, up net.Listener, hello []byte, open func(*idleExchange) error) idleCost {
+// what they added to the live heap, the stacks and the goroutines once
+// settled has returned (the gateway's tunnels parked).
+func measureIdle(b *testing.B, up net.Listener, hello []byte, open func(*idleExchange) error, settled func()) idleCost {
 	before := readIdleMetrics()
 	held := holdIdle(b, up, hello, idleTunnels, open)
+	settled()
 	after := readIdleMetrics()
 	held.close()
 	// The gateway ends its tunnels on goroutines of its own: wait (bounded)

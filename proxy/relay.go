@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -18,11 +19,12 @@ const relayBufSize = 32 << 10
 // session. It returns at once: each direction runs on a goroutine of its
 // own. A direction with no bytes for idle ends.
 //
-// An idle tunnel is mostly those two goroutines' stacks: each starts with
-// the runtime's starting stack (2 KiB, adapted to the average goroutine)
-// and grows, for good, when a call goes deeper than that. So a direction
-// starts straight at its copy loop from a fresh goroutine, with all its
-// state in one tunnel record, and nothing else on its stack.
+// An idle tunnel holds no goroutine: a direction that had no bytes for
+// parkAfter parks (see parker) and its goroutine exits; the socket's
+// readiness, the idle deadline or a close from outside resumes it on a
+// fresh goroutine, where it left off. A busy direction never parks: its
+// goroutine starts straight at its copy loop, with all its state in one
+// tunnel record, so that its stack stays at the runtime's starting size.
 //
 // An idle tunnel holds no copy buffer either: each direction borrows one
 // from a pool only while its socket has bytes to read, and gives it back
@@ -30,45 +32,113 @@ const relayBufSize = 32 << 10
 func (s *Server) relay(ss *session, upstream net.Conn, idle time.Duration) {
 	t := &tunnel{s: s, ss: ss, upstream: upstream, idle: idle}
 	// Writes go through the tenant's volume cap, if it has one.
-	t.toClient, t.toUpstream = volumeGuarded(ss.d, ss.client, upstream)
+	toClient, toUpstream := volumeGuarded(ss.d, ss.client, upstream)
+	t.fromUp.init(t, toClient, upstream)
+	t.fromClient.init(t, toUpstream, ss.client)
 	t.running.Store(2)
-	go t.upstreamToClient()
-	go t.clientToUpstream()
+	ss.attach(t)
+	go t.fromUp.start()
+	go t.fromClient.start()
 }
 
 // tunnel is the state of a relay shared by its two directions.
 type tunnel struct {
-	s                    *Server
-	ss                   *session
-	upstream             net.Conn
-	toClient, toUpstream net.Conn // the ends as the relay writes to them
-	idle                 time.Duration
-	clientDone           atomic.Bool  // the client's direction has ended
-	running              atomic.Int32 // directions not yet ended
-	fromClient, fromUp   pooledReader
+	s                  *Server
+	ss                 *session
+	upstream           net.Conn
+	idle               time.Duration
+	clientDone         atomic.Bool  // the client's direction has ended
+	running            atomic.Int32 // directions not yet ended
+	fromUp, fromClient direction
 }
 
-func (t *tunnel) upstreamToClient() {
-	d := t.ss.d
-	n, err := t.s.copyTunnel(t.toClient, t.upstream, t.idle, &t.fromUp)
-	d.addOut(n)
-	// A reset before the upstream sent a byte is a failure. Later the
-	// bytes are opaque, and a reset is how many servers close (with a
-	// close_notify still unread): the tunnel is not called broken.
-	if n == 0 && broken(err) && !t.clientDone.Load() {
-		d.fail(brokeOff(err, d.host, "the upstream reset the tunnel before it sent a byte"))
+// direction is one way of a tunnel: what its copy loop needs to stop
+// (park) and carry on later, on another goroutine.
+type direction struct {
+	t        *tunnel
+	dst, src net.Conn
+	pr       pooledReader // pr.rc is nil when src is not a plain socket
+	p        *parker      // nil: this direction never parks
+	every    time.Duration
+	total    int64
+	active   time.Time // bytes were read since, give or take every
+	rearm    bool      // the read deadline must be set again
+	parkable bool      // the read deadline is the park's, not the idle one
+	noPark   bool      // a park failed: this direction waits on its goroutine
+
+	parked atomic.Uint64 // the key of the park it is in, or 0
+	timer  *time.Timer   // the park's idle deadline; guarded by p.mu
+}
+
+func (dr *direction) init(t *tunnel, dst, src net.Conn) {
+	dr.t, dr.dst, dr.src = t, dst, src
+	s := t.s
+	if rc := rawConnOf(src); rc != nil {
+		dr.pr.s, dr.pr.rc = s, rc
+		dr.pr.fn = dr.pr.read // one closure for the tunnel's life, not one per read
 	}
-	// The client may reconnect as soon as it sees our FIN.
-	releaseSlot(t.ss.client)
-	closeWrite(t.ss.client)
-	t.directionDone()
+	// The read deadline is pushed forward as bytes arrive, but at most
+	// every idle/16, to keep timer updates off the hot path; for a
+	// direction that may park, often enough that it parks only after
+	// three quarters of parkAfter without bytes at least.
+	dr.every = t.idle / 16
+	if dr.pr.rc != nil && s.parkAfter > 0 && s.parkAfter < t.idle {
+		dr.p = s.parker()
+		if dr.p != nil {
+			dr.every = min(dr.every, s.parkAfter/4)
+		}
+	}
+	dr.rearm = true
 }
 
-func (t *tunnel) clientToUpstream() {
-	n, _ := t.s.copyTunnel(t.toUpstream, t.ss.client, t.idle, &t.fromClient)
-	t.ss.d.addIn(n)
-	t.clientDone.Store(true)
-	closeWrite(t.upstream)
+// start runs the direction from its first byte.
+func (dr *direction) start() {
+	if n, parked, err := dr.copy(); !parked {
+		dr.end(n, err)
+	}
+}
+
+// resume runs a parked direction on: its socket turned readable or was
+// closed (expired false), or its idle deadline came.
+func (dr *direction) resume(expired bool) {
+	dr.p.unregister(dr)
+	if expired {
+		dr.end(dr.total, os.ErrDeadlineExceeded)
+		return
+	}
+	dr.rearm = true
+	dr.start()
+}
+
+// unpark resumes dr if it is parked. Whoever closes a tunnel's connection
+// from outside the relay calls it, after the close, for both directions:
+// a closed socket leaves the epoll set without a word, and nothing else
+// would wake dr before its idle deadline.
+func (dr *direction) unpark() {
+	if k := dr.parked.Load(); k != 0 {
+		dr.p.wake(k, false)
+	}
+}
+
+func (dr *direction) end(n int64, err error) {
+	t := dr.t
+	d := t.ss.d
+	if dr == &t.fromUp {
+		d.addOut(n)
+		// A reset before the upstream sent a byte is a failure. Later the
+		// bytes are opaque, and a reset is how many servers close (with a
+		// close_notify still unread): the tunnel is not called broken.
+		if n == 0 && broken(err) && !t.clientDone.Load() {
+			d.fail(brokeOff(err, d.host, "the upstream reset the tunnel before it sent a byte"))
+		}
+		// The client may reconnect as soon as it sees our FIN.
+		releaseSlot(t.ss.client)
+		closeWrite(t.ss.client)
+	} else {
+		d.addIn(n)
+		t.clientDone.Store(true)
+		closeWrite(t.upstream)
+	}
 	t.directionDone()
 }
 
@@ -93,27 +163,32 @@ func broken(err error) bool {
 	return true
 }
 
-// copyTunnel copies src to dst until EOF or an error, and returns the
-// bytes written and the error that ended reading src (nil when writing dst
-// failed). A direction with no bytes for idle ends (the read deadline is
-// pushed forward as bytes arrive, but at most every idle/16, to keep timer
-// updates off the hot path). pr is the direction's reader, set up here
-// when src is a plain socket.
-func (s *Server) copyTunnel(dst, src net.Conn, idle time.Duration, pr *pooledReader) (int64, error) {
-	var (
-		total     int64
-		refreshed time.Time
-	)
-	if rc := rawConnOf(src); rc != nil {
-		pr.s, pr.rc = s, rc
-		pr.fn = pr.read // one closure for the tunnel's life, not one per read
-	} else {
+// copy copies src to dst until EOF or an error, or until the direction
+// parks, and returns the bytes written in all and the error that ended
+// reading src (nil when writing dst failed). A direction with no bytes for
+// the tunnel's idle time ends; one with none for parkAfter parks, and its
+// goroutine must then leave it (parked).
+func (dr *direction) copy() (total int64, parked bool, err error) {
+	s := dr.t.s
+	pr := &dr.pr
+	if pr.rc == nil {
 		pr = nil
 	}
 	for {
-		if now := time.Now(); now.Sub(refreshed) > idle/16 {
-			_ = src.SetReadDeadline(now.Add(idle))
-			refreshed = now
+		now := time.Now()
+		if now.Sub(dr.active) > dr.every {
+			dr.active, dr.rearm = now, true
+		}
+		if dr.rearm {
+			dl := dr.active.Add(dr.t.idle)
+			dr.parkable = false
+			if dr.p != nil && !dr.noPark {
+				if at := now.Add(s.parkAfter); at.Before(dl) {
+					dl, dr.parkable = at, true
+				}
+			}
+			_ = dr.src.SetReadDeadline(dl)
+			dr.rearm = false
 		}
 		var (
 			bp  *[]byte
@@ -124,22 +199,38 @@ func (s *Server) copyTunnel(dst, src net.Conn, idle time.Duration, pr *pooledRea
 			bp, n, err = pr.readOnce()
 		} else {
 			bp = s.getBuf()
-			n, err = src.Read(*bp)
+			n, err = dr.src.Read(*bp)
 		}
 		var werr error
 		if n > 0 {
 			var w int
-			w, werr = dst.Write((*bp)[:n])
-			total += int64(w)
+			w, werr = dr.dst.Write((*bp)[:n])
+			dr.total += int64(w)
 		}
 		if bp != nil {
 			s.bufs.Put(bp)
 		}
 		if werr != nil {
-			return total, nil
+			return dr.total, false, nil
 		}
 		if err != nil {
-			return total, err
+			// The park's deadline: no bytes for a while, but the idle
+			// deadline is still ahead. The last read found nothing
+			// (EAGAIN), so the socket holds nothing unreported: what
+			// comes from now on, a FIN included, makes it readable.
+			idleIn := time.Until(dr.active.Add(dr.t.idle))
+			if dr.parkable && idleIn > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+				dr.rearm = true
+				if dr.p.park(dr, idleIn) {
+					return 0, true, nil
+				}
+				// Not parked (the connection is closed, or the
+				// parker): wait here from now on, as if parking were
+				// off.
+				dr.noPark = true
+				continue
+			}
+			return dr.total, false, err
 		}
 	}
 }

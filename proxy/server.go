@@ -138,7 +138,7 @@ type Server struct {
 	// hijacked tracks CONNECT connections, which http.Server.Shutdown does
 	// not see once they are hijacked; Shutdown waits for them, then closes them.
 	mu          sync.Mutex
-	hijacked    map[net.Conn]struct{}
+	hijacked    map[*session]struct{}
 	tunnels     sync.WaitGroup
 	transparent []net.Listener // closed by Shutdown
 	closing     bool
@@ -154,6 +154,17 @@ type Server struct {
 	bufs sync.Pool // *[]byte of relayBufSize, lent to tunnels while bytes move
 	// bodyBufs lends the buffers forwarded response bodies are copied with.
 	bodyBufs copyBuffers
+
+	// parkAfter is how long a tunnel direction waits for bytes before it
+	// parks (0: never); defaultParkAfter, shorter in tests.
+	parkAfter time.Duration
+	// parking holds the parker, made by the first park and closed by
+	// Shutdown.
+	parking struct {
+		sync.Mutex
+		p      *parker
+		closed bool // by Shutdown, or it could not be made
+	}
 
 	// origDst recovers a redirected connection's destination; OriginalDst,
 	// replaced in tests that cannot install redirect rules.
@@ -171,16 +182,17 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		leaves:   o.Leaves,
-		roots:    o.UpstreamRoots,
-		log:      o.Logger,
-		sink:     sink{log: o.Logger, observer: o.Observer},
-		timeouts: o.Timeouts.withDefaults(),
-		maxHdr:   o.MaxHeaderBytes,
-		hijacked: make(map[net.Conn]struct{}),
-		origDst:  OriginalDst,
-		names:    o.Names,
-		limiter:  &connLimiter{limits: o.Limits},
+		leaves:    o.Leaves,
+		roots:     o.UpstreamRoots,
+		log:       o.Logger,
+		sink:      sink{log: o.Logger, observer: o.Observer},
+		timeouts:  o.Timeouts.withDefaults(),
+		maxHdr:    o.MaxHeaderBytes,
+		hijacked:  make(map[*session]struct{}),
+		parkAfter: defaultParkAfter,
+		origDst:   OriginalDst,
+		names:     o.Names,
+		limiter:   &connLimiter{limits: o.Limits},
 	}
 	if s.maxHdr <= 0 {
 		s.maxHdr = 64 << 10
@@ -339,12 +351,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		s.mu.Lock()
-		for c := range s.hijacked {
-			_ = c.Close()
+		sessions := make([]*session, 0, len(s.hijacked))
+		for ss := range s.hijacked {
+			sessions = append(sessions, ss)
 		}
 		s.mu.Unlock()
+		for _, ss := range sessions {
+			ss.abort()
+		}
 		<-done
 	}
+	// No tunnel is left to park or be parked.
+	s.closeParker()
 	if err != nil {
 		_ = s.http.Close()
 	}
@@ -352,15 +370,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-func (s *Server) track(c net.Conn) {
+func (s *Server) track(ss *session) {
 	s.mu.Lock()
-	s.hijacked[c] = struct{}{}
+	s.hijacked[ss] = struct{}{}
 	s.mu.Unlock()
 }
 
-func (s *Server) untrack(c net.Conn) {
+func (s *Server) untrack(ss *session) {
 	s.mu.Lock()
-	delete(s.hijacked, c)
+	delete(s.hijacked, ss)
 	s.mu.Unlock()
 }
 
