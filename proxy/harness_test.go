@@ -109,6 +109,9 @@ type gatewayConfig struct {
 	policy *config.Policy
 	// parkAfter, if set, replaces defaultParkAfter (negative: never park).
 	parkAfter time.Duration
+	// logLevel is the gateway's lowest level logged (zero: debug, which is
+	// everything the proxy logs, kept for the test's failure output).
+	logLevel zerolog.Level
 }
 
 func startGateway(t testing.TB, gc gatewayConfig) *gateway {
@@ -139,7 +142,7 @@ func startGateway(t testing.TB, gc gatewayConfig) *gateway {
 		Policy:   &config.Policy{Allowlist: al, Addrs: addrs, Entries: gc.entries, Report: gc.report, Generation: 1},
 		Leaves:   gc.leaves,
 		Resolver: res,
-		Logger:   zerolog.New(logs),
+		Logger:   zerolog.New(logs).Level(gc.logLevel),
 		Timeouts: gc.timeouts,
 		Limits:   gc.limits,
 		Observer: gc.observer,

@@ -2,20 +2,16 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/hookgate/hookgate/allowlist"
-	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/internal/metrics"
 )
 
@@ -49,19 +45,12 @@ func BenchmarkTunnelSetup(b *testing.B) {
 // metrics like the gateway command does.
 func startBenchGateway(b *testing.B, target string) string {
 	b.Helper()
-	al, err := allowlist.New([]string{"127.0.0.1"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	addrs, err := allowlist.NewAddrPolicy(allowlist.AddrPolicyOptions{Exempt: []netip.AddrPort{netip.MustParseAddrPort(target)}})
-	if err != nil {
-		b.Fatal(err)
-	}
 	m := metrics.New()
-	srv, err := New(Options{
-		Policy: &config.Policy{Allowlist: al, Addrs: addrs, Generation: 1},
-		Logger: zerolog.New(io.Discard).Level(zerolog.ErrorLevel),
-		Observer: Observer{
+	gw := startGateway(b, gatewayConfig{
+		allow:    []string{"127.0.0.1"},
+		exempt:   []string{target},
+		logLevel: zerolog.ErrorLevel,
+		observer: Observer{
 			Decision: func(r Record) {
 				m.Request(r.Mode, r.Verdict, string(r.Code), r.Entry)
 				m.TenantRequest(r.Tenant, r.Verdict, string(r.Code))
@@ -78,26 +67,7 @@ func startBenchGateway(b *testing.B, target string) string {
 			Connection: m.ActiveConnections,
 		},
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			b.Errorf("shutdown: %v", err)
-		}
-		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-			b.Errorf("serve: %v", err)
-		}
-	})
-	return ln.Addr().String()
+	return gw.addr
 }
 
 // dialConnect opens a tunnel to target through the gateway at gwAddr.
