@@ -50,6 +50,11 @@ type Options struct {
 	CacheSize int
 	// Timeout bounds one upstream lookup. If zero, 5s.
 	Timeout time.Duration
+	// BeforeAnswer, if set, is called with every decision before its
+	// answer is written (Duration is not set yet), on the query's
+	// goroutine: what it records is in place by the time the client can
+	// act on the answer. It must not modify Addrs.
+	BeforeAnswer func(Decision)
 	// OnDecision, if set, is called with every decision, after the answer
 	// is written, on the query's goroutine. It must not modify Addrs.
 	OnDecision func(Decision)
@@ -165,12 +170,14 @@ type Decision struct {
 // Server answers the sandbox's DNS queries. Create it with New; it is safe
 // for concurrent use.
 type Server struct {
-	policy     func() *config.Policy
-	resolver   resolve.Resolver
-	log        zerolog.Logger
-	ttl        time.Duration
-	timeout    time.Duration
-	onDecision func(Decision)
+	policy   func() *config.Policy
+	resolver resolve.Resolver
+	log      zerolog.Logger
+	ttl      time.Duration
+	timeout  time.Duration
+	// beforeAnswer and onDecision: Options.BeforeAnswer and OnDecision.
+	beforeAnswer func(Decision)
+	onDecision   func(Decision)
 
 	cache *cache
 	sem   chan struct{}
@@ -198,14 +205,15 @@ type running struct {
 // New returns a Server; it serves nothing until ServeUDP or ServeTCP.
 func New(o Options) *Server {
 	s := &Server{
-		policy:     o.Policy,
-		resolver:   o.Resolver,
-		log:        o.Logger,
-		ttl:        o.TTL,
-		timeout:    o.Timeout,
-		onDecision: o.OnDecision,
-		sem:        make(chan struct{}, maxUpstream),
-		flights:    make(map[cacheKey]*flight),
+		policy:       o.Policy,
+		resolver:     o.Resolver,
+		log:          o.Logger,
+		ttl:          o.TTL,
+		timeout:      o.Timeout,
+		onDecision:   o.OnDecision,
+		beforeAnswer: o.BeforeAnswer,
+		sem:          make(chan struct{}, maxUpstream),
+		flights:      make(map[cacheKey]*flight),
 	}
 	if s.policy == nil {
 		s.policy = func() *config.Policy { return nil }
@@ -337,6 +345,9 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 		// Truncate compresses, drops what does not fit and sets TC, so
 		// the client retries over TCP.
 		m.Truncate(udpSize)
+	}
+	if s.beforeAnswer != nil {
+		s.beforeAnswer(d)
 	}
 	if err := w.WriteMsg(m); err != nil {
 		s.log.Debug().Err(err).Str(fieldName, d.Name).Msg("dns: writing the answer")

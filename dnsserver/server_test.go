@@ -503,3 +503,39 @@ func TestDecisionTTL(t *testing.T) {
 		t.Fatalf("refused answer: decision TTL %v", d.TTL)
 	}
 }
+
+// BeforeAnswer runs before the answer is written, with the name, the
+// addresses and the TTL the answer carries: what it records is in place
+// when the client can act on the answer.
+func TestBeforeAnswerPrecedesTheAnswer(t *testing.T) {
+	res := newFakeResolver()
+	seed(res)
+	w := newRecorder("udp")
+	var before []Decision
+	s := New(Options{
+		Policy:   func() *config.Policy { return mustPolicy(t, testDomains...) },
+		Resolver: res,
+		Logger:   zerolog.Nop(),
+		BeforeAnswer: func(d Decision) {
+			if w.writes != 0 {
+				t.Errorf("BeforeAnswer ran after %d writes of the answer", w.writes)
+			}
+			before = append(before, d)
+		},
+	})
+	defer s.Shutdown(context.Background())
+
+	m := new(dns.Msg)
+	m.SetQuestion("allowed.test.", dns.TypeA)
+	s.ServeDNS(w, m)
+	if w.writes != 1 || w.msg == nil || len(w.msg.Answer) == 0 {
+		t.Fatalf("answer: %d writes, %v", w.writes, w.msg)
+	}
+	if len(before) != 1 {
+		t.Fatalf("BeforeAnswer calls = %d, want 1", len(before))
+	}
+	d := before[0]
+	if d.Verdict != VerdictAnswer || d.Name != "allowed.test" || len(d.Addrs) != len(w.msg.Answer) || d.TTL <= 0 {
+		t.Errorf("BeforeAnswer got %+v; the answer has %d records", d, len(w.msg.Answer))
+	}
+}

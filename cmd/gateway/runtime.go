@@ -133,11 +133,12 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 	}
 	g.dns = dnsserver.New(dnsserver.Options{
 		// The proxy's policy: one generation for both servers.
-		Policy:     g.proxy.Policy,
-		Resolver:   resolver,
-		Logger:     logger,
-		OnDecision: g.dnsDecision,
-		Timeout:    cfg.Timeouts.Resolve,
+		Policy:       g.proxy.Policy,
+		Resolver:     resolver,
+		Logger:       logger,
+		BeforeAnswer: g.rememberAnswer,
+		OnDecision:   g.dnsDecision,
+		Timeout:      cfg.Timeouts.Resolve,
 	})
 	g.cfg.Store(cfg)
 	g.pending.Store(&[]string{})
@@ -348,15 +349,21 @@ func (g *gateway) observer() proxy.Observer {
 	}
 }
 
-func (g *gateway) dnsDecision(d dnsserver.Decision) {
-	g.metrics.DNS(d.Verdict)
-	// Only names the policy allowed, answered with their real addresses:
-	// never a sinkhole answer, nor report mode's would-deny.
+// rememberAnswer keeps which name the sandbox's DNS answered with which
+// addresses, before the answer leaves: a client that connects the moment
+// it has the answer finds its name remembered (raw_ports need it). Only
+// names the policy allowed, answered with their real addresses: never a
+// sinkhole answer, nor report mode's would-deny.
+func (g *gateway) rememberAnswer(d dnsserver.Decision) {
 	if d.Verdict == dnsserver.VerdictAnswer && d.Reason == dnsserver.ReasonAllowed && len(d.Addrs) > 0 {
 		if client, err := netip.ParseAddrPort(d.Client); err == nil {
 			g.names.Remember(client.Addr(), d.Name, d.Addrs, d.TTL)
 		}
 	}
+}
+
+func (g *gateway) dnsDecision(d dnsserver.Decision) {
+	g.metrics.DNS(d.Verdict)
 	g.recent.Add(dnsDecisionView{
 		Kind: "dns", Time: time.Now().Add(-d.Duration), Client: d.Client, Tenant: d.Tenant, Name: d.Name, Type: d.Type,
 		Verdict: d.Verdict, Reason: d.Reason, Cached: d.Cached, DurationMS: durationMS(d.Duration),
