@@ -121,9 +121,11 @@ func (e *watchEnv) after(first string) []string {
 	return nil
 }
 
-// looper sends requests through one kept-alive tunnel until stopped
-// (bounded in count), recording failures and how many connections it
-// opened.
+// looper sends requests through one kept-alive tunnel until stopped,
+// recording failures and how many connections it opened. It is bounded in
+// time and in count, both far beyond what a test needs: a test must stop
+// it, not outlast it (on a fast machine a few tens of thousands of
+// requests take only seconds).
 type looper struct {
 	stop     chan struct{}
 	done     chan struct{}
@@ -148,7 +150,8 @@ func (e *watchEnv) loop(t *testing.T, sg *servedGateway) *looper {
 	go func() {
 		defer close(l.done)
 		defer tr.CloseIdleConnections()
-		for i := 0; i < 20000; i++ {
+		give := time.Now().Add(2 * time.Minute)
+		for i := 0; i < 1_000_000 && time.Now().Before(give); i++ {
 			select {
 			case <-l.stop:
 				return
