@@ -20,6 +20,7 @@ require (
 	github.com/vishvananda/netns v0.0.5
 	github.com/wasilibs/go-re2 v1.13.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/crypto v0.58.0
 	golang.org/x/net v0.62.0
 	golang.org/x/oauth2 v0.38.0
 	golang.org/x/sync v0.24.0

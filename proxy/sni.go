@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"golang.org/x/crypto/cryptobyte"
 )
 
 // errNotTLS reports a tunnel whose first bytes are not a TLS handshake.
@@ -158,20 +160,23 @@ func (h *helloReader) readHandshakeMessage() ([]byte, error) {
 
 // parseClientHello returns the host name of a ClientHello message (header
 // included), checking its framing as crypto/tls's clientHelloMsg.unmarshal
-// does.
+// does (with the same reader, cryptobyte).
 func parseClientHello(msg []byte) (string, error) {
-	s := helloBytes(msg[handshakeHeader:])
-	if !s.skip(2+32) || // legacy_version, random
-		!s.skipUint8Prefixed() || // legacy_session_id
-		!s.skipCipherSuites() ||
-		!s.skipUint8Prefixed() { // legacy_compression_methods
+	s := cryptobyte.String(msg[handshakeHeader:])
+	var sessionID, suites, compression cryptobyte.String
+	if !s.Skip(2+32) || // legacy_version, random
+		!s.ReadUint8LengthPrefixed(&sessionID) ||
+		// crypto/tls reads the suites as whole uint16s: an odd length is
+		// malformed.
+		!s.ReadUint16LengthPrefixed(&suites) || len(suites)%2 != 0 ||
+		!s.ReadUint8LengthPrefixed(&compression) {
 		return "", errBadHello
 	}
-	if len(s) == 0 {
+	if s.Empty() {
 		return "", nil // no extensions
 	}
-	exts, ok := s.uint16Prefixed()
-	if !ok || len(s) != 0 {
+	var exts cryptobyte.String
+	if !s.ReadUint16LengthPrefixed(&exts) || !s.Empty() {
 		return "", errBadHello
 	}
 	var (
@@ -180,13 +185,12 @@ func parseClientHello(msg []byte) (string, error) {
 		seenMore map[uint16]bool
 		name     string
 	)
-	for len(exts) > 0 {
-		typ, ok := exts.uint16()
-		if !ok {
-			return "", errBadHello
-		}
-		data, ok := exts.uint16Prefixed()
-		if !ok {
+	for !exts.Empty() {
+		var (
+			typ  uint16
+			data cryptobyte.String
+		)
+		if !exts.ReadUint16(&typ) || !exts.ReadUint16LengthPrefixed(&data) {
 			return "", errBadHello
 		}
 		// crypto/tls refuses a hello with any extension twice.
@@ -221,19 +225,18 @@ func parseClientHello(msg []byte) (string, error) {
 // parseServerName reads a server_name extension (RFC 6066, 3): a
 // non-empty list of typed, non-empty names, of which at most one is a
 // host_name, which may not end in a dot; other name types are skipped.
-func parseServerName(data helloBytes) (string, error) {
-	list, ok := data.uint16Prefixed()
-	if !ok || len(list) == 0 || len(data) != 0 {
+func parseServerName(data cryptobyte.String) (string, error) {
+	var list cryptobyte.String
+	if !data.ReadUint16LengthPrefixed(&list) || list.Empty() || !data.Empty() {
 		return "", errBadHello
 	}
 	var name string
-	for len(list) > 0 {
-		typ, ok := list.uint8()
-		if !ok {
-			return "", errBadHello
-		}
-		n, ok := list.uint16Prefixed()
-		if !ok || len(n) == 0 {
+	for !list.Empty() {
+		var (
+			typ uint8
+			n   cryptobyte.String
+		)
+		if !list.ReadUint8(&typ) || !list.ReadUint16LengthPrefixed(&n) || n.Empty() {
 			return "", errBadHello
 		}
 		if typ != sniHostName {
@@ -248,58 +251,6 @@ func parseServerName(data helloBytes) (string, error) {
 		}
 	}
 	return name, nil
-}
-
-// helloBytes is the unread rest of a ClientHello; each read advances it
-// and reports false when too few bytes are left.
-type helloBytes []byte
-
-func (s *helloBytes) skip(n int) bool {
-	if len(*s) < n {
-		return false
-	}
-	*s = (*s)[n:]
-	return true
-}
-
-func (s *helloBytes) uint8() (uint8, bool) {
-	if len(*s) < 1 {
-		return 0, false
-	}
-	v := (*s)[0]
-	*s = (*s)[1:]
-	return v, true
-}
-
-func (s *helloBytes) uint16() (uint16, bool) {
-	if len(*s) < 2 {
-		return 0, false
-	}
-	v := binary.BigEndian.Uint16(*s)
-	*s = (*s)[2:]
-	return v, true
-}
-
-func (s *helloBytes) skipUint8Prefixed() bool {
-	n, ok := s.uint8()
-	return ok && s.skip(int(n))
-}
-
-func (s *helloBytes) uint16Prefixed() (helloBytes, bool) {
-	n, ok := s.uint16()
-	if !ok || len(*s) < int(n) {
-		return nil, false
-	}
-	v := (*s)[:n]
-	*s = (*s)[n:]
-	return v, true
-}
-
-// skipCipherSuites skips the cipher_suites list, which crypto/tls reads
-// as whole uint16s: an odd length is malformed.
-func (s *helloBytes) skipCipherSuites() bool {
-	suites, ok := s.uint16Prefixed()
-	return ok && len(suites)%2 == 0
 }
 
 // tlsAlertAccessDenied is a fatal TLS alert record (access_denied, 49): the

@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/cryptobyte"
 )
 
 // recordingConn is a client's side of a connection that keeps what the
@@ -139,8 +141,10 @@ func TestPeekClientHelloReadsRealHellos(t *testing.T) {
 func withExtensions(t testing.TB, hello []byte, exts []byte) []byte {
 	t.Helper()
 	body := hello[5+4:] // record and handshake headers
-	s := helloBytes(body)
-	if !s.skip(2+32) || !s.skipUint8Prefixed() || !s.skipCipherSuites() || !s.skipUint8Prefixed() {
+	s := cryptobyte.String(body)
+	var sessionID, suites, compression cryptobyte.String
+	if !s.Skip(2+32) || !s.ReadUint8LengthPrefixed(&sessionID) || !s.ReadUint16LengthPrefixed(&suites) ||
+		!s.ReadUint8LengthPrefixed(&compression) {
 		t.Fatal("cannot frame the hello")
 	}
 	fixed := body[:len(body)-len(s)]
