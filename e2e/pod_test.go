@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/kubeletvolume"
 	"github.com/vishvananda/netns"
 )
 
@@ -42,19 +43,19 @@ func TestPodSidecar(t *testing.T) {
 	h.startUpstream()
 	p := newPod(t, h, setpriv)
 
-	p.secret.write(t, map[string]string{"token": p.token(1) + "\n"})
-	p.config.write(t, map[string]string{"gateway.yaml": p.gatewayConfig("")})
+	p.secret.Write(t, map[string]string{"token": p.token(1) + "\n"})
+	p.config.Write(t, map[string]string{"gateway.yaml": p.gatewayConfig("")})
 	p.startGateway()
 	p.startAgent()
 
 	p.waitUpstream("the first token", func(r record) bool { return r.Header.Get("Authorization") == "Bearer "+p.token(1) })
 
 	// The Secret is updated: the next requests carry the new token.
-	p.secret.write(t, map[string]string{"token": p.token(2) + "\n"})
+	p.secret.Write(t, map[string]string{"token": p.token(2) + "\n"})
 	p.waitUpstream("the rotated token", func(r record) bool { return r.Header.Get("Authorization") == "Bearer "+p.token(2) })
 
 	// The ConfigMap is updated: a header added to the transform appears.
-	p.config.write(t, map[string]string{"gateway.yaml": p.gatewayConfig("v2")})
+	p.config.Write(t, map[string]string{"gateway.yaml": p.gatewayConfig("v2")})
 	p.waitUpstream("the new config", func(r record) bool { return r.Header.Get("X-Pod-Config") == "v2" })
 
 	p.stopAgent()
@@ -90,8 +91,8 @@ type pod struct {
 	caDir   string // the gateway's CA (a Secret volume in the pod)
 	trust   string // the CA bundle ConfigMap: ca.pem
 	stop    string // the agent stops when this file exists
-	config  *kubeletVolume
-	secret  *kubeletVolume
+	config  *kubeletvolume.Volume
+	secret  *kubeletvolume.Volume
 	gateway *proc
 	agent   *proc
 }
@@ -103,8 +104,8 @@ func newPod(t *testing.T, h *harness, setpriv string) *pod {
 	}
 	p := &pod{t: t, h: h, setpriv: setpriv, run: hex.EncodeToString(b),
 		caDir: filepath.Join(h.dir, "ca"), trust: filepath.Join(h.dir, "trust"), stop: filepath.Join(h.dir, "stop-agent"),
-		config: &kubeletVolume{dir: filepath.Join(h.dir, "config")}, secret: &kubeletVolume{dir: filepath.Join(h.dir, "secret")}}
-	for _, d := range []string{p.trust, p.config.dir, p.secret.dir} {
+		config: &kubeletvolume.Volume{Dir: filepath.Join(h.dir, "config")}, secret: &kubeletvolume.Volume{Dir: filepath.Join(h.dir, "secret")}}
+	for _, d := range []string{p.trust, p.config.Dir, p.secret.Dir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +154,7 @@ network:
 upstream: {ca_file: %q}
 ca: {cert_file: %q, key_file: %q}
 limits: {shutdown_grace: 5s}
-`, podAdminPort, filepath.Join(p.secret.dir, "token"), extra, upstreamIP, p.h.caPath,
+`, podAdminPort, filepath.Join(p.secret.Dir, "token"), extra, upstreamIP, p.h.caPath,
 		filepath.Join(p.caDir, "ca.pem"), filepath.Join(p.caDir, "ca-key.pem"))
 }
 
@@ -164,7 +165,7 @@ func (p *pod) startGateway() {
 	t := p.t
 	env := []string{"PATH=" + os.Getenv("PATH"), "HTTP_PROXY=" + poisonProxy, "HTTPS_PROXY=" + poisonProxy}
 	p.gateway = startIn(t, p.h.ip, p.h.topo.gwNS, "gateway", env, nil,
-		gatewayBin, "serve", "--config", filepath.Join(p.config.dir, "gateway.yaml"), "--redirect", "--keep-rules", "--watch")
+		gatewayBin, "serve", "--config", filepath.Join(p.config.Dir, "gateway.yaml"), "--redirect", "--keep-rules", "--watch")
 	admin := p.adminClient()
 	defer admin.CloseIdleConnections()
 	var lastErr error
@@ -382,49 +383,6 @@ func (p *pod) checkFailClosed(t *testing.T) {
 	for _, r := range recs {
 		if r.Kind == "http" && r.URI == "/" {
 			t.Fatalf("the upstream got the request made without the gateway: %s", r)
-		}
-	}
-}
-
-// kubeletVolume is a directory written as the kubelet writes ConfigMap and
-// Secret volumes: the files in a timestamped directory, ..data a symlink
-// to it, every name a symlink through ..data; an update makes a new
-// directory and renames a new ..data symlink over the old one.
-type kubeletVolume struct {
-	dir string
-	n   int
-}
-
-func (v *kubeletVolume) write(t *testing.T, files map[string]string) {
-	t.Helper()
-	v.n++
-	ts := fmt.Sprintf("..2026_12_01_00_00_%02d.%d", v.n, os.Getpid())
-	old, _ := os.Readlink(filepath.Join(v.dir, "..data"))
-	if err := os.Mkdir(filepath.Join(v.dir, ts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(v.dir, ts, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tmp := filepath.Join(v.dir, "..data_tmp")
-	if err := os.Symlink(ts, tmp); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	for name := range files {
-		if _, err := os.Lstat(filepath.Join(v.dir, name)); err != nil {
-			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(v.dir, name)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if old != "" {
-		if err := os.RemoveAll(filepath.Join(v.dir, old)); err != nil {
-			t.Fatal(err)
 		}
 	}
 }

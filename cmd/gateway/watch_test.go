@@ -7,68 +7,21 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/kubeletvolume"
 )
-
-// volume is a directory written the way the kubelet writes ConfigMap and
-// Secret volumes: the files live in a timestamped directory, ..data is a
-// symlink to it, each visible name a symlink through ..data, and an update
-// swaps ..data atomically (rename of a new symlink over it).
-type volume struct {
-	dir string
-	n   int
-}
-
-func (v *volume) write(t *testing.T, files map[string]string) {
-	t.Helper()
-	v.n++
-	ts := fmt.Sprintf("..2026_12_01_00_00_%02d.%d", v.n, v.n)
-	old, _ := os.Readlink(filepath.Join(v.dir, "..data"))
-	if err := os.Mkdir(filepath.Join(v.dir, ts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(v.dir, ts, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tmp := filepath.Join(v.dir, "..data_tmp")
-	if err := os.Symlink(ts, tmp); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := os.ReadDir(v.dir)
-	for _, e := range entries { // names gone from the volume go away
-		if _, ok := files[e.Name()]; !ok && !strings.HasPrefix(e.Name(), "..") {
-			_ = os.Remove(filepath.Join(v.dir, e.Name()))
-		}
-	}
-	for name := range files {
-		link := filepath.Join(v.dir, name)
-		if _, err := os.Lstat(link); err != nil {
-			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if old != "" {
-		_ = os.RemoveAll(filepath.Join(v.dir, old))
-	}
-}
 
 // watchEnv: a TLS upstream that records the Authorization header of every
 // request (and echoes nothing), the gateway's CA, and a config in one
 // volume referencing a token in another.
 type watchEnv struct {
 	tlsUpstreamEnv
-	cfg, sec *volume
+	cfg, sec *kubeletvolume.Volume
 
 	mu   sync.Mutex
 	seen []string // Authorization, per request, in order
@@ -76,7 +29,7 @@ type watchEnv struct {
 
 func newWatchEnv(t *testing.T) *watchEnv {
 	t.Helper()
-	e := &watchEnv{cfg: &volume{dir: t.TempDir()}, sec: &volume{dir: t.TempDir()}}
+	e := &watchEnv{cfg: &kubeletvolume.Volume{Dir: t.TempDir()}, sec: &kubeletvolume.Volume{Dir: t.TempDir()}}
 	e.tlsUpstreamEnv = newTLSUpstreamEnv(t, []string{"inject.example.com"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
 		e.seen = append(e.seen, r.Header.Get("Authorization"))
@@ -96,7 +49,7 @@ func (e *watchEnv) config() string {
 upstream: {ca_file: %q}
 ca: {cert_file: %q, key_file: %q}
 limits: {shutdown_grace: 3s}
-`, filepath.Join(e.sec.dir, "token"), e.dnsAddr, e.upCA, filepath.Join(e.caDir, "ca.pem"), filepath.Join(e.caDir, "ca-key.pem"))
+`, filepath.Join(e.sec.Dir, "token"), e.dnsAddr, e.upCA, filepath.Join(e.caDir, "ca.pem"), filepath.Join(e.caDir, "ca-key.pem"))
 }
 
 func (e *watchEnv) last() string {
@@ -208,39 +161,39 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestWatchRotation(t *testing.T) {
 	e := newWatchEnv(t)
 	const tok = "watch-canary-7f3e91"
-	e.sec.write(t, map[string]string{"token": tok + "-1\n"})
-	e.cfg.write(t, map[string]string{"gateway.yaml": e.config()})
-	cfgFile := filepath.Join(e.cfg.dir, "gateway.yaml")
+	e.sec.Write(t, map[string]string{"token": tok + "-1\n"})
+	e.cfg.Write(t, map[string]string{"gateway.yaml": e.config()})
+	cfgFile := filepath.Join(e.cfg.Dir, "gateway.yaml")
 	sg := serveInProcess(t, "{}", "--config", cfgFile, "--watch", "--test-allow-upstream", "127.0.0.1:"+e.port)
 	l := e.loop(t, sg)
 	waitFor(t, "the first token", func() bool { return e.last() == "Bearer "+tok+"-1" })
 
 	// One rotation.
-	e.sec.write(t, map[string]string{"token": tok + "-2\n"})
+	e.sec.Write(t, map[string]string{"token": tok + "-2\n"})
 	waitFor(t, "the rotated token", func() bool { return e.last() == "Bearer "+tok+"-2" })
 	sg.waitMetrics(t, "hookgate_config_generation 2")
 
 	// Rapid successive swaps: the last one wins, and once it is seen no
 	// earlier token follows it.
 	for i := 3; i <= 6; i++ {
-		e.sec.write(t, map[string]string{"token": fmt.Sprintf("%s-%d\n", tok, i)})
+		e.sec.Write(t, map[string]string{"token": fmt.Sprintf("%s-%d\n", tok, i)})
 	}
 	waitFor(t, "the last of rapid swaps", func() bool { return e.last() == "Bearer "+tok+"-6" })
 
 	// A broken config: the old one keeps serving, the error has file:line.
-	e.cfg.write(t, map[string]string{"gateway.yaml": "network:\n  allowlist:\n    - domain: \"https://x.example.com\"\n"})
+	e.cfg.Write(t, map[string]string{"gateway.yaml": "network:\n  allowlist:\n    - domain: \"https://x.example.com\"\n"})
 	waitFor(t, "the failed reload", func() bool { return strings.Contains(sg.logs.String(), "gateway.yaml:3: network.allowlist[0].domain") })
-	e.cfg.write(t, map[string]string{"gateway.yaml": e.config()})
+	e.cfg.Write(t, map[string]string{"gateway.yaml": e.config()})
 
 	// A deleted token file: the reload fails, the old token stays.
 	waitFor(t, "the config to be good again", func() bool {
 		return len(sg.logLines(t, "config reloaded")) >= 3
 	})
-	e.sec.write(t, map[string]string{"other": "x\n"})
+	e.sec.Write(t, map[string]string{"other": "x\n"})
 	waitFor(t, "the reload without the token to fail", func() bool {
-		return strings.Contains(sg.logs.String(), "cannot read "+filepath.Join(e.sec.dir, "token"))
+		return strings.Contains(sg.logs.String(), "cannot read "+filepath.Join(e.sec.Dir, "token"))
 	})
-	e.sec.write(t, map[string]string{"token": tok + "-7\n"})
+	e.sec.Write(t, map[string]string{"token": tok + "-7\n"})
 	waitFor(t, "the restored token", func() bool { return e.last() == "Bearer "+tok+"-7" })
 	l.end()
 
