@@ -42,7 +42,7 @@ func clientHelloOf(t testing.TB, cfg *tls.Config) []byte {
 func realHellos(t testing.TB) map[string][]byte {
 	return map[string][]byte{
 		"sni":        clientHelloOf(t, &tls.Config{ServerName: "example.com"}),
-		"no-sni":     clientHelloOf(t, &tls.Config{ServerName: "127.0.0.1", InsecureSkipVerify: true}),
+		"no-sni":     clientHelloOf(t, &tls.Config{ServerName: "127.0.0.1"}), // an IP literal: no SNI sent
 		"alpn":       clientHelloOf(t, &tls.Config{ServerName: "api.example.com", NextProtos: []string{"h2", "http/1.1"}}),
 		"tls12-only": clientHelloOf(t, &tls.Config{ServerName: "example.org", MaxVersion: tls.VersionTLS12}),
 	}
