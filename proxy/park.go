@@ -2,9 +2,10 @@ package proxy
 
 import (
 	"encoding/binary"
-	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,10 +22,14 @@ const defaultParkAfter = time.Second
 // goroutine. An idle tunnel direction would otherwise be a goroutine
 // blocked in a read: its stack and descriptor are most of what an idle
 // tunnel costs. A parked direction is a registration in one epoll
-// instance and an entry in a map; one goroutine, blocked in epoll_wait (a
-// system call: it holds a thread, not a P), wakes it on a fresh goroutine
-// when its socket turns readable (bytes, a FIN, a reset), and a runtime
-// timer wakes it at its idle deadline.
+// instance and an entry in a map. The epoll instance is itself a
+// descriptor in the runtime's poller, like a socket: when one of its
+// sockets turns readable (bytes, a FIN, a reset), the runtime wakes the
+// parker's goroutine, which collects the ready sockets without blocking
+// and resumes each direction on a fresh goroutine; a runtime timer
+// resumes a direction at its idle deadline. No thread is held in a
+// blocking epoll_wait: a wake costs what a socket's readiness costs any
+// goroutine, not a hand-off between threads.
 //
 // Registrations are level-triggered and one-shot: bytes or a FIN that
 // arrived between the direction's last read (which found nothing) and
@@ -38,10 +43,10 @@ const defaultParkAfter = time.Second
 // park's key is taken out of the map and out of the direction, and
 // whoever took it resumes the direction; the others find nothing.
 type parker struct {
-	epfd   int
-	wakefd int // an eventfd: written by close, to end wait
-	done   chan struct{}
-	keys   atomic.Uint64 // the last key handed out; 0 is the eventfd's
+	ep   *os.File        // the epoll instance, non-blocking, in the runtime's poller
+	rc   syscall.RawConn // ep's, for waiting on it and for epoll_ctl
+	done chan struct{}
+	keys atomic.Uint64 // the last key handed out
 
 	mu     sync.Mutex
 	parked map[uint64]*direction
@@ -53,18 +58,19 @@ func newParker() (*parker, error) {
 	if err != nil {
 		return nil, err
 	}
-	wakefd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	// Non-blocking, so that os.NewFile hands it to the runtime's poller:
+	// an epoll instance is readable while it has events to collect.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		_ = unix.Close(epfd)
+		return nil, err
+	}
+	ep := os.NewFile(uintptr(epfd), "parker-epoll")
+	rc, err := ep.SyscallConn()
 	if err != nil {
-		_ = unix.Close(epfd)
+		_ = ep.Close()
 		return nil, err
 	}
-	ev := epollEvent(unix.EPOLLIN, 0)
-	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &ev); err != nil {
-		_ = unix.Close(epfd)
-		_ = unix.Close(wakefd)
-		return nil, err
-	}
-	p := &parker{epfd: epfd, wakefd: wakefd, done: make(chan struct{}), parked: make(map[uint64]*direction)}
+	p := &parker{ep: ep, rc: rc, done: make(chan struct{}), parked: make(map[uint64]*direction)}
 	go p.wait()
 	return p, nil
 }
@@ -87,29 +93,38 @@ func eventKey(ev *unix.EpollEvent) uint64 {
 	return binary.NativeEndian.Uint64(b[:])
 }
 
-// wait hands every readiness reported to wake, until close.
+// wait hands every readiness reported to wake, until close. It collects
+// events without blocking (a zero timeout) and waits in the runtime's
+// poller while there are none; a collection that fills the buffer is
+// followed by another at once.
 func (p *parker) wait() {
 	defer close(p.done)
 	events := make([]unix.EpollEvent, 64)
-	for {
-		n, err := unix.EpollWait(p.epfd, events, -1)
-		if errors.Is(err, unix.EINTR) {
-			continue
+	var (
+		n   int
+		err error
+	)
+	collect := func(fd uintptr) bool {
+		for {
+			n, err = unix.EpollWait(int(fd), events, 0)
+			if err != unix.EINTR {
+				break
+			}
 		}
-		if err != nil {
-			// Nothing parked is lost: the idle timers still wake every
-			// direction, and no direction parks any more.
+		return n > 0 || err != nil
+	}
+	for {
+		if rerr := p.rc.Read(collect); rerr != nil || err != nil {
+			// Closed, or the instance failed. Nothing parked is lost:
+			// the idle timers still wake every direction, and no
+			// direction parks any more.
 			p.mu.Lock()
 			p.closed = true
 			p.mu.Unlock()
 			return
 		}
 		for i := range events[:n] {
-			k := eventKey(&events[i])
-			if k == 0 {
-				return
-			}
-			p.wake(k, false)
+			p.wake(eventKey(&events[i]), false)
 		}
 	}
 }
@@ -124,12 +139,10 @@ func (p *parker) close() {
 	}
 	p.closed = true
 	p.mu.Unlock()
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	_, _ = unix.Write(p.wakefd, one[:])
+	// Closing the file ends wait's Read; the descriptor is closed once
+	// it returns.
+	_ = p.ep.Close()
 	<-p.done
-	_ = unix.Close(p.epfd)
-	_ = unix.Close(p.wakefd)
 }
 
 // park registers dr's socket and reports whether dr is parked: then the
@@ -168,7 +181,7 @@ func (p *parker) park(dr *direction, idleIn time.Duration) bool {
 	var regErr error
 	err := dr.pr.rc.Control(func(fd uintptr) {
 		ev := epollEvent(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLONESHOT, k)
-		regErr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
+		regErr = p.ctl(unix.EPOLL_CTL_ADD, int(fd), &ev)
 	})
 	if err == nil && regErr == nil {
 		return true
@@ -218,8 +231,20 @@ func (p *parker) wake(k uint64, expired bool) {
 // closed, so is the registration.
 func (p *parker) unregister(dr *direction) {
 	_ = dr.pr.rc.Control(func(fd uintptr) {
-		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+		_ = p.ctl(unix.EPOLL_CTL_DEL, int(fd), nil)
 	})
+}
+
+// ctl is epoll_ctl on the parker's instance, inside its Control: after
+// close it fails, rather than reach a reused descriptor number.
+func (p *parker) ctl(op, fd int, ev *unix.EpollEvent) error {
+	var err error
+	if cerr := p.rc.Control(func(epfd uintptr) {
+		err = unix.EpollCtl(int(epfd), op, fd, ev)
+	}); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // parker returns the Server's parker, made on first use so that a Server
