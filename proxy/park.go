@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"container/heap"
 	"encoding/binary"
 	"os"
 	"sync"
@@ -28,8 +29,11 @@ const defaultParkAfter = 100 * time.Millisecond
 // descriptor in the runtime's poller, like a socket: when one of its
 // sockets turns readable (bytes, a FIN, a reset), the runtime wakes the
 // parker's goroutine, which collects the ready sockets without blocking
-// and resumes each direction on a fresh goroutine; a runtime timer
-// resumes a direction at its idle deadline. No thread is held in a
+// and resumes each direction on a fresh goroutine. One runtime timer per
+// parker ends the directions whose idle deadline came: the parked
+// directions are kept in a heap by deadline, and the timer is set for the
+// earliest (a timer of its own for each park would be most of a parked
+// direction's heap). No thread is held in a
 // blocking epoll_wait: a wake costs what a socket's readiness costs any
 // goroutine, not a hand-off between threads.
 //
@@ -50,9 +54,12 @@ type parker struct {
 	done chan struct{}
 	keys atomic.Uint64 // the last key handed out
 
-	mu     sync.Mutex
-	parked map[uint64]*direction
-	closed bool
+	mu        sync.Mutex
+	parked    map[uint64]*direction
+	deadlines byDeadline  // the parked directions, earliest idle deadline first
+	timer     *time.Timer // runs expire; made by the first park
+	timerAt   time.Time   // when timer fires; zero: stopped or fired
+	closed    bool
 }
 
 func newParker() (*parker, error) {
@@ -118,7 +125,7 @@ func (p *parker) wait() {
 	for {
 		if rerr := p.rc.Read(collect); rerr != nil || err != nil {
 			// Closed, or the instance failed. Nothing parked is lost:
-			// the idle timers still wake every direction, and no
+			// the idle deadlines still end every direction, and no
 			// direction parks any more.
 			p.mu.Lock()
 			p.closed = true
@@ -126,7 +133,7 @@ func (p *parker) wait() {
 			return
 		}
 		for i := range events[:n] {
-			p.wake(eventKey(&events[i]), false)
+			p.wake(eventKey(&events[i]))
 		}
 	}
 }
@@ -140,6 +147,9 @@ func (p *parker) close() {
 		return
 	}
 	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
 	p.mu.Unlock()
 	// Closing the file ends wait's Read; the descriptor is closed once
 	// it returns.
@@ -162,7 +172,7 @@ func (p *parker) close() {
 // it, but the unpark after that close finds the key.
 //
 // A wake may take the park before the registration is made (the idle
-// timer, or an unpark after a close): then the registration can outlive
+// deadline, or an unpark after a close): then the registration can outlive
 // the park. That is harmless: its key finds nothing to wake, it reports
 // once at most (one-shot), and the closed socket (the resumed direction
 // ends, or finds its connection closed) takes it away.
@@ -175,9 +185,13 @@ func (p *parker) park(dr *direction, idleIn time.Duration) bool {
 	}
 	p.parked[k] = dr
 	dr.parked.Store(k)
-	// The timer may fire at once; its wake waits for mu, and finds the
-	// park complete.
-	dr.timer = time.AfterFunc(idleIn, func() { p.wake(k, true) })
+	dr.deadline = time.Now().Add(idleIn)
+	heap.Push(&p.deadlines, dr)
+	// The timer may fire at once; expire waits for mu, and finds the park
+	// complete.
+	if p.timerAt.IsZero() || dr.deadline.Before(p.timerAt) {
+		p.setTimer(dr.deadline)
+	}
 	p.mu.Unlock()
 
 	var regErr error
@@ -189,42 +203,98 @@ func (p *parker) park(dr *direction, idleIn time.Duration) bool {
 		return true
 	}
 	// Not registered: take the park back, unless a wake already took it
-	// (the idle timer, or an unpark after a close): then that wake
+	// (the idle deadline, or an unpark after a close): then that wake
 	// resumes dr, and this goroutine must leave it.
-	if _, tm, ok := p.take(k); ok {
-		tm.Stop()
+	if _, ok := p.take(k); ok {
 		return false
 	}
 	return true
 }
 
 // take ends park k, if it is still on: the caller then owns its
-// direction. It returns the direction and the park's idle timer.
-func (p *parker) take(k uint64) (*direction, *time.Timer, bool) {
+// direction.
+func (p *parker) take(k uint64) (*direction, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	dr, ok := p.parked[k]
 	if !ok {
-		return nil, nil, false
+		return nil, false
 	}
+	p.unpark(k, dr)
+	// The timer stays as it is: if dr was the earliest, it fires early
+	// once, and expire sets it for the next.
+	heap.Remove(&p.deadlines, dr.heapIndex)
+	return dr, true
+}
+
+// unpark ends the park of k and dr, with mu held.
+func (p *parker) unpark(k uint64, dr *direction) {
 	delete(p.parked, k)
 	dr.parked.Store(0)
-	tm := dr.timer
-	dr.timer = nil
-	return dr, tm, true
 }
 
 // wake resumes the direction of park k on a fresh goroutine, unless
-// another wake did already. expired: the idle deadline came.
-func (p *parker) wake(k uint64, expired bool) {
-	dr, tm, ok := p.take(k)
-	if !ok {
+// another wake (or its idle deadline) took it already.
+func (p *parker) wake(k uint64) {
+	if dr, ok := p.take(k); ok {
+		go dr.resume(false)
+	}
+}
+
+// expire ends the parks whose idle deadline has come, resuming each
+// direction on a fresh goroutine to end, and sets the timer for the next
+// deadline. It runs on the timer, possibly early (see take) or late.
+func (p *parker) expire() {
+	var due []*direction
+	p.mu.Lock()
+	now := time.Now()
+	p.timerAt = time.Time{}
+	for len(p.deadlines) > 0 && !p.deadlines[0].deadline.After(now) {
+		dr := heap.Pop(&p.deadlines).(*direction)
+		p.unpark(dr.parked.Load(), dr)
+		due = append(due, dr)
+	}
+	if len(p.deadlines) > 0 && !p.closed {
+		p.setTimer(p.deadlines[0].deadline)
+	}
+	p.mu.Unlock()
+	for _, dr := range due {
+		go dr.resume(true)
+	}
+}
+
+// setTimer sets the timer to run expire at t; with mu held.
+func (p *parker) setTimer(t time.Time) {
+	p.timerAt = t
+	if p.timer == nil {
+		p.timer = time.AfterFunc(time.Until(t), p.expire)
 		return
 	}
-	if !expired {
-		tm.Stop()
-	}
-	go dr.resume(expired)
+	p.timer.Reset(time.Until(t))
+}
+
+// byDeadline is a heap of parked directions, the earliest idle deadline
+// first; each direction knows its place (heapIndex), so that a wake can
+// take it out.
+type byDeadline []*direction
+
+func (h byDeadline) Len() int           { return len(h) }
+func (h byDeadline) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h byDeadline) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex, h[j].heapIndex = i, j
+}
+func (h *byDeadline) Push(x any) {
+	dr := x.(*direction)
+	dr.heapIndex = len(*h)
+	*h = append(*h, dr)
+}
+func (h *byDeadline) Pop() any {
+	old := *h
+	dr := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return dr
 }
 
 // unregister drops dr's registration (one-shot: it may have been
