@@ -9,8 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -272,3 +276,99 @@ type helloRecorder struct {
 func (r *helloRecorder) Write(p []byte) (int, error) { return r.Buffer.Write(p) }
 func (r *helloRecorder) Read([]byte) (int, error)    { return 0, io.EOF }
 func (r *helloRecorder) Close() error                { return nil }
+
+// BenchmarkParkWake measures what parking costs a tunnel that is idle for
+// a while between exchanges: per op, one byte goes each way through a
+// tunnel, which then stays quiet for a little longer than the park
+// threshold. In "parks", both directions park in every pause and are woken
+// by the next byte; in "never" parking is off and they wait on their
+// goroutines. The difference of the two cpu-µs/op (the whole process's
+// threads' CPU time, the benchmark's own work included in both) is what two parks
+// and their wakes cost.
+func BenchmarkParkWake(b *testing.B) {
+	const threshold = 2 * time.Millisecond
+	for _, bc := range []struct {
+		name      string
+		parkAfter time.Duration
+	}{{"parks", threshold}, {"never", -1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			hello := recordedClientHello(b, "example.com")
+			up, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer up.Close()
+			gw := startGateway(b, gatewayConfig{
+				allow:     []string{"example.com"},
+				exempt:    []string{up.Addr().String()},
+				names:     map[string][]string{"example.com": {"127.0.0.1"}},
+				parkAfter: bc.parkAfter,
+			})
+			_, port, _ := net.SplitHostPort(up.Addr().String())
+			ex := &idleExchange{up: up, hello: hello}
+			defer ex.close()
+			if err := ex.openThrough(gw.addr, "example.com:"+port); err != nil {
+				b.Fatal(err)
+			}
+			if err := ex.exchange(); err != nil {
+				b.Fatal(err)
+			}
+			_ = ex.client.SetDeadline(time.Time{})
+			_ = ex.upstream.SetDeadline(time.Time{})
+			// The same pause either way; then both directions of a
+			// parking tunnel are parked (waitParked finds them so at its
+			// first look, barring a stalled machine).
+			pause := func() {
+				time.Sleep(3 * threshold)
+				if bc.parkAfter > 0 {
+					waitParked(b, gw.srv, 2)
+				}
+			}
+			one := make([]byte, 1)
+			pause()
+			b.ResetTimer()
+			cpu0 := processCPU(b)
+			for range b.N {
+				for _, hop := range [][2]net.Conn{{ex.client, ex.upstream}, {ex.upstream, ex.client}} {
+					if _, err := hop[0].Write(one); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := io.ReadFull(hop[1], one); err != nil {
+						b.Fatal(err)
+					}
+				}
+				pause()
+			}
+			cpu := processCPU(b) - cpu0
+			b.StopTimer()
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// processCPU is the CPU time the process's threads have run, to the
+// nanosecond: the sum of their scheduler statistics (getrusage counts
+// in clock ticks on many kernels, too coarse for this).
+func processCPU(tb testing.TB) time.Duration {
+	tasks, err := filepath.Glob("/proc/self/task/*/schedstat")
+	if err != nil || len(tasks) == 0 {
+		tb.Fatalf("no scheduler statistics: %v", err)
+	}
+	var total time.Duration
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		fields := strings.Fields(string(b))
+		if len(fields) == 0 {
+			tb.Fatalf("%s: %q", f, b)
+		}
+		ns, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			tb.Fatalf("%s: %v", f, err)
+		}
+		total += time.Duration(ns)
+	}
+	return total
+}

@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"container/heap"
 	"encoding/binary"
-	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -12,19 +14,28 @@ import (
 
 // defaultParkAfter is how long a tunnel direction waits for bytes on a
 // goroutine of its own before it parks (see parker). A park and the wake
-// after it cost a handful of system calls and a fresh goroutine, nothing a
-// tunnel quiet for a second would notice; a direction that moves bytes
-// more often never parks.
-const defaultParkAfter = time.Second
+// after it cost about 20 µs of CPU (BenchmarkParkWake: a timer, two
+// epoll_ctl calls, a fresh goroutine), which a direction quiet for 100 ms
+// pays at most ten times a second; in exchange an idle direction gives
+// back its goroutine's stack soon after a burst of new tunnels, when the
+// stacks add up. A direction that moves bytes more often never parks.
+const defaultParkAfter = 100 * time.Millisecond
 
 // parker holds the tunnel directions that wait for bytes without a
 // goroutine. An idle tunnel direction would otherwise be a goroutine
 // blocked in a read: its stack and descriptor are most of what an idle
 // tunnel costs. A parked direction is a registration in one epoll
-// instance and an entry in a map; one goroutine, blocked in epoll_wait (a
-// system call: it holds a thread, not a P), wakes it on a fresh goroutine
-// when its socket turns readable (bytes, a FIN, a reset), and a runtime
-// timer wakes it at its idle deadline.
+// instance and an entry in a map. The epoll instance is itself a
+// descriptor in the runtime's poller, like a socket: when one of its
+// sockets turns readable (bytes, a FIN, a reset), the runtime wakes the
+// parker's goroutine, which collects the ready sockets without blocking
+// and resumes each direction on a fresh goroutine. One runtime timer per
+// parker ends the directions whose idle deadline came: the parked
+// directions are kept in a heap by deadline, and the timer is set for the
+// earliest (a timer of its own for each park would be most of a parked
+// direction's heap). No thread is held in a
+// blocking epoll_wait: a wake costs what a socket's readiness costs any
+// goroutine, not a hand-off between threads.
 //
 // Registrations are level-triggered and one-shot: bytes or a FIN that
 // arrived between the direction's last read (which found nothing) and
@@ -38,14 +49,17 @@ const defaultParkAfter = time.Second
 // park's key is taken out of the map and out of the direction, and
 // whoever took it resumes the direction; the others find nothing.
 type parker struct {
-	epfd   int
-	wakefd int // an eventfd: written by close, to end wait
-	done   chan struct{}
-	keys   atomic.Uint64 // the last key handed out; 0 is the eventfd's
+	ep   *os.File        // the epoll instance, non-blocking, in the runtime's poller
+	rc   syscall.RawConn // ep's, for waiting on it and for epoll_ctl
+	done chan struct{}
+	keys atomic.Uint64 // the last key handed out
 
-	mu     sync.Mutex
-	parked map[uint64]*direction
-	closed bool
+	mu        sync.Mutex
+	parked    map[uint64]*direction
+	deadlines byDeadline  // the parked directions, earliest idle deadline first
+	timer     *time.Timer // runs expire; made by the first park
+	timerAt   time.Time   // when timer fires; zero: stopped or fired
+	closed    bool
 }
 
 func newParker() (*parker, error) {
@@ -53,18 +67,19 @@ func newParker() (*parker, error) {
 	if err != nil {
 		return nil, err
 	}
-	wakefd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	// Non-blocking, so that os.NewFile hands it to the runtime's poller:
+	// an epoll instance is readable while it has events to collect.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		_ = unix.Close(epfd)
+		return nil, err
+	}
+	ep := os.NewFile(uintptr(epfd), "parker-epoll")
+	rc, err := ep.SyscallConn()
 	if err != nil {
-		_ = unix.Close(epfd)
+		_ = ep.Close()
 		return nil, err
 	}
-	ev := epollEvent(unix.EPOLLIN, 0)
-	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &ev); err != nil {
-		_ = unix.Close(epfd)
-		_ = unix.Close(wakefd)
-		return nil, err
-	}
-	p := &parker{epfd: epfd, wakefd: wakefd, done: make(chan struct{}), parked: make(map[uint64]*direction)}
+	p := &parker{ep: ep, rc: rc, done: make(chan struct{}), parked: make(map[uint64]*direction)}
 	go p.wait()
 	return p, nil
 }
@@ -87,29 +102,38 @@ func eventKey(ev *unix.EpollEvent) uint64 {
 	return binary.NativeEndian.Uint64(b[:])
 }
 
-// wait hands every readiness reported to wake, until close.
+// wait hands every readiness reported to wake, until close. It collects
+// events without blocking (a zero timeout) and waits in the runtime's
+// poller while there are none; a collection that fills the buffer is
+// followed by another at once.
 func (p *parker) wait() {
 	defer close(p.done)
 	events := make([]unix.EpollEvent, 64)
-	for {
-		n, err := unix.EpollWait(p.epfd, events, -1)
-		if errors.Is(err, unix.EINTR) {
-			continue
+	var (
+		n   int
+		err error
+	)
+	collect := func(fd uintptr) bool {
+		for {
+			n, err = unix.EpollWait(int(fd), events, 0)
+			if err != unix.EINTR {
+				break
+			}
 		}
-		if err != nil {
-			// Nothing parked is lost: the idle timers still wake every
-			// direction, and no direction parks any more.
+		return n > 0 || err != nil
+	}
+	for {
+		if rerr := p.rc.Read(collect); rerr != nil || err != nil {
+			// Closed, or the instance failed. Nothing parked is lost:
+			// the idle deadlines still end every direction, and no
+			// direction parks any more.
 			p.mu.Lock()
 			p.closed = true
 			p.mu.Unlock()
 			return
 		}
 		for i := range events[:n] {
-			k := eventKey(&events[i])
-			if k == 0 {
-				return
-			}
-			p.wake(k, false)
+			p.wake(eventKey(&events[i]))
 		}
 	}
 }
@@ -123,13 +147,14 @@ func (p *parker) close() {
 		return
 	}
 	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
 	p.mu.Unlock()
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	_, _ = unix.Write(p.wakefd, one[:])
+	// Closing the file ends wait's Read; the descriptor is closed once
+	// it returns.
+	_ = p.ep.Close()
 	<-p.done
-	_ = unix.Close(p.epfd)
-	_ = unix.Close(p.wakefd)
 }
 
 // park registers dr's socket and reports whether dr is parked: then the
@@ -147,7 +172,7 @@ func (p *parker) close() {
 // it, but the unpark after that close finds the key.
 //
 // A wake may take the park before the registration is made (the idle
-// timer, or an unpark after a close): then the registration can outlive
+// deadline, or an unpark after a close): then the registration can outlive
 // the park. That is harmless: its key finds nothing to wake, it reports
 // once at most (one-shot), and the closed socket (the resumed direction
 // ends, or finds its connection closed) takes it away.
@@ -160,56 +185,116 @@ func (p *parker) park(dr *direction, idleIn time.Duration) bool {
 	}
 	p.parked[k] = dr
 	dr.parked.Store(k)
-	// The timer may fire at once; its wake waits for mu, and finds the
-	// park complete.
-	dr.timer = time.AfterFunc(idleIn, func() { p.wake(k, true) })
+	dr.deadline = time.Now().Add(idleIn)
+	heap.Push(&p.deadlines, dr)
+	// The timer may fire at once; expire waits for mu, and finds the park
+	// complete.
+	if p.timerAt.IsZero() || dr.deadline.Before(p.timerAt) {
+		p.setTimer(dr.deadline)
+	}
 	p.mu.Unlock()
 
 	var regErr error
 	err := dr.pr.rc.Control(func(fd uintptr) {
 		ev := epollEvent(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLONESHOT, k)
-		regErr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
+		regErr = p.ctl(unix.EPOLL_CTL_ADD, int(fd), &ev)
 	})
 	if err == nil && regErr == nil {
 		return true
 	}
 	// Not registered: take the park back, unless a wake already took it
-	// (the idle timer, or an unpark after a close): then that wake
+	// (the idle deadline, or an unpark after a close): then that wake
 	// resumes dr, and this goroutine must leave it.
-	if _, tm, ok := p.take(k); ok {
-		tm.Stop()
+	if _, ok := p.take(k); ok {
 		return false
 	}
 	return true
 }
 
 // take ends park k, if it is still on: the caller then owns its
-// direction. It returns the direction and the park's idle timer.
-func (p *parker) take(k uint64) (*direction, *time.Timer, bool) {
+// direction.
+func (p *parker) take(k uint64) (*direction, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	dr, ok := p.parked[k]
 	if !ok {
-		return nil, nil, false
+		return nil, false
 	}
+	p.unpark(k, dr)
+	// The timer stays as it is: if dr was the earliest, it fires early
+	// once, and expire sets it for the next.
+	heap.Remove(&p.deadlines, dr.heapIndex)
+	return dr, true
+}
+
+// unpark ends the park of k and dr, with mu held.
+func (p *parker) unpark(k uint64, dr *direction) {
 	delete(p.parked, k)
 	dr.parked.Store(0)
-	tm := dr.timer
-	dr.timer = nil
-	return dr, tm, true
 }
 
 // wake resumes the direction of park k on a fresh goroutine, unless
-// another wake did already. expired: the idle deadline came.
-func (p *parker) wake(k uint64, expired bool) {
-	dr, tm, ok := p.take(k)
-	if !ok {
+// another wake (or its idle deadline) took it already.
+func (p *parker) wake(k uint64) {
+	if dr, ok := p.take(k); ok {
+		go dr.resume(false)
+	}
+}
+
+// expire ends the parks whose idle deadline has come, resuming each
+// direction on a fresh goroutine to end, and sets the timer for the next
+// deadline. It runs on the timer, possibly early (see take) or late.
+func (p *parker) expire() {
+	var due []*direction
+	p.mu.Lock()
+	now := time.Now()
+	p.timerAt = time.Time{}
+	for len(p.deadlines) > 0 && !p.deadlines[0].deadline.After(now) {
+		dr := heap.Pop(&p.deadlines).(*direction)
+		p.unpark(dr.parked.Load(), dr)
+		due = append(due, dr)
+	}
+	if len(p.deadlines) > 0 && !p.closed {
+		p.setTimer(p.deadlines[0].deadline)
+	}
+	p.mu.Unlock()
+	for _, dr := range due {
+		go dr.resume(true)
+	}
+}
+
+// setTimer sets the timer to run expire at t; with mu held.
+func (p *parker) setTimer(t time.Time) {
+	p.timerAt = t
+	if p.timer == nil {
+		p.timer = time.AfterFunc(time.Until(t), p.expire)
 		return
 	}
-	if !expired {
-		tm.Stop()
-	}
-	go dr.resume(expired)
+	p.timer.Reset(time.Until(t))
+}
+
+// byDeadline is a heap of parked directions, the earliest idle deadline
+// first; each direction knows its place (heapIndex), so that a wake can
+// take it out.
+type byDeadline []*direction
+
+func (h byDeadline) Len() int           { return len(h) }
+func (h byDeadline) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h byDeadline) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex, h[j].heapIndex = i, j
+}
+func (h *byDeadline) Push(x any) {
+	dr := x.(*direction)
+	dr.heapIndex = len(*h)
+	*h = append(*h, dr)
+}
+func (h *byDeadline) Pop() any {
+	old := *h
+	dr := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return dr
 }
 
 // unregister drops dr's registration (one-shot: it may have been
@@ -218,8 +303,20 @@ func (p *parker) wake(k uint64, expired bool) {
 // closed, so is the registration.
 func (p *parker) unregister(dr *direction) {
 	_ = dr.pr.rc.Control(func(fd uintptr) {
-		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+		_ = p.ctl(unix.EPOLL_CTL_DEL, int(fd), nil)
 	})
+}
+
+// ctl is epoll_ctl on the parker's instance, inside its Control: after
+// close it fails, rather than reach a reused descriptor number.
+func (p *parker) ctl(op, fd int, ev *unix.EpollEvent) error {
+	var err error
+	if cerr := p.rc.Control(func(epfd uintptr) {
+		err = unix.EpollCtl(int(epfd), op, fd, ev)
+	}); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // parker returns the Server's parker, made on first use so that a Server

@@ -190,6 +190,48 @@ func TestParkedTunnelIdleTimeout(t *testing.T) {
 	waitParked(t, gw.srv, 0)
 }
 
+// TestParkedTunnelsEndInDeadlineOrder: parked tunnels end at their own
+// idle deadlines, kept in one heap by the parker: each ends, none before
+// its time, and a wake that moves a tunnel's deadline moves its place.
+// Tunnel a, opened first, moves a byte each way after b and c are parked,
+// so its deadlines pass theirs: they end b, c, a.
+func TestParkedTunnelsEndInDeadlineOrder(t *testing.T) {
+	const idle = 800 * time.Millisecond
+	gw, up, hello, target := parkGateway(t, Timeouts{TunnelIdle: idle})
+	names := []string{"a", "b", "c"}
+	held := map[string]*idleExchange{}
+	for i, name := range names {
+		held[name] = openParked(t, gw, up, hello, target, 2*(i+1))
+		time.Sleep(150 * time.Millisecond) // apart by more than the timers' jitter
+	}
+	// Each direction ends at its own deadline: wake both of a's.
+	sendThrough(t, held["a"].client, held["a"].upstream, []byte("x"))
+	sendThrough(t, held["a"].upstream, held["a"].client, []byte("y"))
+	waitParked(t, gw.srv, 6)
+
+	ended := make(chan string, len(names))
+	for _, name := range names {
+		go func() {
+			_, _ = io.ReadAll(held[name].client) // EOF at the idle deadline
+			ended <- name
+		}()
+	}
+	var order []string
+	for range names {
+		select {
+		case name := <-ended:
+			order = append(order, name)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("tunnels ended so far: %v; the others were never ended", order)
+		}
+	}
+	if fmt.Sprint(order) != "[b c a]" {
+		t.Fatalf("tunnels ended in the order %v, want [b c a]", order)
+	}
+	gw.logs.waitDecisions(t, len(names))
+	waitParked(t, gw.srv, 0)
+}
+
 // TestParkedTunnelClientClose: the client closing while its direction is
 // parked ends the tunnel: the upstream sees the FIN, and its close ends
 // the other direction, parked too.

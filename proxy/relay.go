@@ -66,8 +66,9 @@ type direction struct {
 	parkable bool      // the read deadline is the park's, not the idle one
 	noPark   bool      // a park failed: this direction waits on its goroutine
 
-	parked atomic.Uint64 // the key of the park it is in, or 0
-	timer  *time.Timer   // the park's idle deadline; guarded by p.mu
+	parked    atomic.Uint64 // the key of the park it is in, or 0
+	deadline  time.Time     // the park's idle deadline; guarded by p.mu
+	heapIndex int           // its place in p.deadlines; guarded by p.mu
 }
 
 func (dr *direction) init(t *tunnel, dst, src net.Conn) {
@@ -116,7 +117,7 @@ func (dr *direction) resume(expired bool) {
 // would wake dr before its idle deadline.
 func (dr *direction) unpark() {
 	if k := dr.parked.Load(); k != 0 {
-		dr.p.wake(k, false)
+		dr.p.wake(k)
 	}
 }
 
