@@ -140,12 +140,10 @@ func (p *parker) wait() {
 
 // close ends wait; directions park no more. The Server closes its parker
 // only when no tunnel is left, so nothing is parked on it.
+// The Server calls it once; wait may have ended before, on an error, and
+// the descriptor is closed all the same.
 func (p *parker) close() {
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
 	p.closed = true
 	if p.timer != nil {
 		p.timer.Stop()
