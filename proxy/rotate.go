@@ -38,7 +38,10 @@ func (h *mitmHandler) currentEntry() injection {
 		now := injection{entry: v.Entry, generation: p.Generation}
 		if h.kept() != now {
 			// Stored only when it changes: most requests find the same.
-			h.latest.Store(&now)
+			// A copy of its own, so that only a change allocates (the
+			// address of now would move now itself to the heap).
+			changed := now
+			h.latest.Store(&changed)
 		}
 		return now
 	}
