@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -50,7 +51,7 @@ type gateway struct {
 	opts    gatewayOptions
 	log     zerolog.Logger
 	metrics *metrics.Metrics
-	recent  *admin.Ring[any]
+	recent  *admin.Ring[recentDecision]
 	leaves  *ca.LeafCache
 	caPEM   []byte
 	token   string // the admin API's bearer token; "" for none
@@ -100,7 +101,7 @@ func newGateway(o gatewayOptions, cfg *config.Config, own []netip.Addr, logger z
 		opts:    o,
 		log:     logger,
 		metrics: metrics.New(),
-		recent:  admin.NewRing[any](recentDecisions),
+		recent:  admin.NewRing[recentDecision](recentDecisions),
 		own:     append(own, interfaceAddresses()...),
 	}
 	files, err := openGatewayFiles(cfg, o.upstreamCA)
@@ -291,15 +292,30 @@ func (g *gateway) warnOpenAdmin() {
 		Msg("the admin API listens beyond loopback without a token: whoever reaches it can reload the config and read every decision; set admin.token_file, or listen on 127.0.0.1")
 }
 
-// decisionTenant is the tenant of a decision in the ring; "" for none.
-func decisionTenant(v any) string {
-	switch d := v.(type) {
-	case proxyDecision:
-		return d.Tenant
-	case dnsDecisionView:
-		return d.Tenant
+// recentDecision is one decision in the ring of recent decisions: a proxy
+// decision or a DNS answer. The ring holds it by value, so that adding the
+// decision of every request allocates nothing (an interface value would
+// box each record on the heap).
+type recentDecision struct {
+	dns    bool // which of the two it is
+	proxy  proxyDecision
+	answer dnsDecisionView
+}
+
+// MarshalJSON encodes the decision it holds.
+func (d recentDecision) MarshalJSON() ([]byte, error) {
+	if d.dns {
+		return json.Marshal(d.answer)
 	}
-	return ""
+	return json.Marshal(d.proxy)
+}
+
+// tenant is the tenant of the decision; "" for none.
+func (d recentDecision) tenant() string {
+	if d.dns {
+		return d.answer.Tenant
+	}
+	return d.proxy.Tenant
 }
 
 // proxyDecision is a proxy decision in the ring of recent decisions.
@@ -335,7 +351,7 @@ func (g *gateway) observer() proxy.Observer {
 			}
 			g.metrics.Bytes(metrics.DirectionIn, r.BytesIn)
 			g.metrics.Bytes(metrics.DirectionOut, r.BytesOut)
-			g.recent.Add(proxyDecision{Kind: "proxy", Record: r})
+			g.recent.Add(recentDecision{proxy: proxyDecision{Kind: "proxy", Record: r}})
 		},
 		Tunnel: func(delta int) {
 			if delta > 0 {
@@ -364,10 +380,10 @@ func (g *gateway) rememberAnswer(d dnsserver.Decision) {
 
 func (g *gateway) dnsDecision(d dnsserver.Decision) {
 	g.metrics.DNS(d.Verdict)
-	g.recent.Add(dnsDecisionView{
+	g.recent.Add(recentDecision{dns: true, answer: dnsDecisionView{
 		Kind: "dns", Time: time.Now().Add(-d.Duration), Client: d.Client, Tenant: d.Tenant, Name: d.Name, Type: d.Type,
 		Verdict: d.Verdict, Reason: d.Reason, Cached: d.Cached, DurationMS: durationMS(d.Duration),
-	})
+	}})
 }
 
 // adminHandler is the admin API over this gateway; pprof serves Go's
@@ -384,7 +400,7 @@ func (g *gateway) adminHandler(token string, pprof bool) http.Handler {
 		Reload:    g.reload,
 		Decisions: func(limit int) any { return g.recent.Last(limit) },
 		TenantDecisions: func(limit int, tenant string) any {
-			return g.recent.Matching(limit, func(v any) bool { return decisionTenant(v) == tenant })
+			return g.recent.Matching(limit, func(d recentDecision) bool { return d.tenant() == tenant })
 		},
 		Redact: g.proxy.Redact,
 	})
