@@ -476,11 +476,15 @@ func benchCopy(b *testing.B, body []byte, wrap func(io.ReadCloser) io.ReadCloser
 func BenchmarkScrubReader(b *testing.B) {
 	one := newScrubber([]string{"sk-live-0123456789abcdef"})
 	three := newScrubber([]string{"sk-live-0123456789abcdef", "Bearer sk-live-0123456789abcdef", "u-7f3a9c"})
+	// What `Authorization: "Bearer ${env:TOKEN}"` makes: the token and the
+	// whole value, as bench/ has it (a 48-digit hex token).
+	bearer := newScrubber([]string{"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822c", "Bearer 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822c"})
 	b.Run("plain", func(b *testing.B) { benchCopy(b, benchBody, func(r io.ReadCloser) io.ReadCloser { return r }) })
 	b.Run("scrub-1-secret", func(b *testing.B) { benchCopy(b, benchBody, one.Reader) })
 	b.Run("scrub-3-secrets", func(b *testing.B) { benchCopy(b, benchBody, three.Reader) })
 	b.Run("binary-scrub-1-secret", func(b *testing.B) { benchCopy(b, binaryBody, one.Reader) })
 	b.Run("binary-scrub-3-secrets", func(b *testing.B) { benchCopy(b, binaryBody, three.Reader) })
+	b.Run("binary-scrub-bearer", func(b *testing.B) { benchCopy(b, binaryBody, bearer.Reader) })
 }
 
 // TestScrubReaderAllocs: a body that ends in nothing that may start a
