@@ -70,8 +70,10 @@ type Scrubber struct {
 	shift    [256]uint16
 	check    [256]bool
 
-	// Sampling, when every secret is at least sampleMin bytes: find reads
-	// only every stride-th pair of bytes (stride = shortest secret − 1)
+	// Sampling, when every secret is at least sampleMin bytes, and for
+	// shorter ones (horspoolMin or more) where the anchored scan finds
+	// its anchor bytes common (text, where a sample is cheaper than a
+	// stop): find reads only every stride-th pair of bytes (stride = shortest secret − 1)
 	// and looks it up in pairs, the set of every two adjacent bytes of
 	// every secret. An occurrence spans more than stride pairs, so one
 	// sample falls in it, on a pair of its own. The samples do not
@@ -81,10 +83,14 @@ type Scrubber struct {
 	// secrets) samples. See findSampled.
 	stride int
 	pairs  *[1 << 16 / 64]uint64 // bit x: the pair x (first byte low) occurs in a secret
+	// sampleFirst: find samples from the start of every buffer, not only
+	// once an anchored scan has given way.
+	sampleFirst bool
 }
 
-// sampleMin is the shortest secret for which find samples pairs: below it,
-// a sample every few bytes costs more than a vector scan for a rare byte.
+// sampleMin is the shortest secret for which find samples pairs from the
+// start: below it, a sample every few bytes costs more than a vector scan
+// for a byte that is rare, as in binary bodies.
 const sampleMin = 17
 
 // sampleDenseShift sets when sampling gives way to Horspool: once more
@@ -177,8 +183,9 @@ func newScrubber(secrets []string) *Scrubber {
 			s.bare = append(s.bare, k)
 		}
 	}
-	if s.minLen >= sampleMin {
+	if s.minLen >= horspoolMin {
 		s.sample()
+		s.sampleFirst = s.minLen >= sampleMin
 	}
 	if m := s.minLen; m >= horspoolMin && m <= 1<<15 {
 		s.horspool = true
@@ -196,7 +203,7 @@ func newScrubber(secrets []string) *Scrubber {
 }
 
 // sample builds the pair set findSampled looks samples up in; newScrubber
-// calls it for secrets of sampleMin bytes or more, tests on shorter ones
+// calls it for secrets of horspoolMin bytes or more, tests on shorter ones
 // too (it needs two bytes: a pair).
 func (s *Scrubber) sample() {
 	if s.minLen < 2 {
@@ -236,8 +243,11 @@ type finder struct {
 	// next caches, per bare secret when there are several, the position
 	// of its next occurrence (-2 unknown, -1 none).
 	next []int
-	// dense: an anchor byte is common in this buffer; Horspool for the
-	// rest of it.
+	// sampling: an anchor byte is common in this buffer; sampled pairs
+	// for the rest of it.
+	sampling bool
+	// dense: anchor bytes or sampled pairs are common in this buffer;
+	// Horspool for the rest of it.
 	dense bool
 }
 
@@ -254,7 +264,7 @@ func (f *finder) reset() {
 	for i := range f.next {
 		f.next[i] = -2
 	}
-	f.dense = false
+	f.sampling, f.dense = false, false
 }
 
 // find returns the leftmost occurrence at or after from of any secret in b
@@ -264,7 +274,7 @@ func (s *Scrubber) find(b []byte, from int, f *finder) (int, int) {
 	if s.horspool && f.dense {
 		return s.findHorspool(b, from)
 	}
-	if s.pairs != nil {
+	if s.pairs != nil && (f.sampling || s.sampleFirst) {
 		return s.findSampled(b, from, f)
 	}
 	if s.horspool && len(s.bare) > anchoredMax {
@@ -279,10 +289,10 @@ func (s *Scrubber) find(b []byte, from int, f *finder) (int, int) {
 		}
 		if n == -2 || (n >= 0 && n < from) {
 			var dense bool
-			n, dense = indexAnchored(b, from, sec, s.anchors[j], s.horspool)
+			n, dense = indexAnchored(b, from, sec, s.anchors[j], s.pairs != nil)
 			if dense {
-				f.dense = true
-				return s.findHorspool(b, from)
+				f.sampling = true
+				return s.findSampled(b, from, f)
 			}
 			if f.next != nil {
 				f.next[j] = n

@@ -22,12 +22,14 @@ func scrubberFor(t testing.TB, secrets ...string) *Scrubber {
 	return s
 }
 
-// sampledFor is scrubberFor with find sampling pairs (findSampled) even
-// for secrets shorter than sampleMin, which newScrubber would not.
+// sampledFor is scrubberFor with find sampling pairs (findSampled) from
+// the start even for secrets shorter than sampleMin, which newScrubber
+// would not.
 func sampledFor(t testing.TB, secrets ...string) *Scrubber {
 	t.Helper()
 	s := scrubberFor(t, secrets...)
 	s.sample()
+	s.sampleFirst = true
 	if s.pairs == nil {
 		t.Fatalf("%d secrets too short to sample", len(secrets))
 	}
@@ -606,14 +608,14 @@ func TestScrubDenseSamples(t *testing.T) {
 }
 
 // TestScrubDenseAnchors: where a secret's anchor byte is common, find gives
-// way to Horspool in the middle of a buffer, and what is found is the same.
+// way to sampling in the middle of a buffer, and what is found is the same.
 func TestScrubDenseAnchors(t *testing.T) {
 	for _, secrets := range [][]string{{"secret"}, {"secret", "cret", "sesec", "abcab"}} {
 		s := scrubberFor(t, secrets...)
 		in := []byte(strings.Repeat("c", 300) + "secret" + strings.Repeat("xcre", 100) + "sesecret abcab" + strings.Repeat("c", 50))
 		f := s.newFinder()
-		if i, _ := s.find(in, 0, &f); i != 300 || !f.dense {
-			t.Errorf("%q: found at %d (want 300), dense=%v (want true)", secrets, i, f.dense)
+		if i, _ := s.find(in, 0, &f); i != 300 || !f.sampling {
+			t.Errorf("%q: found at %d (want 300), sampling=%v (want true)", secrets, i, f.sampling)
 		}
 		for _, chunks := range [][2]uint8{{255, 255}, {63, 200}, {6, 3}} {
 			fuzzScrub(t, s, in, chunks[0], chunks[1])
