@@ -64,8 +64,9 @@ type Scrubber struct {
 	// Horspool over the minLen-byte prefixes of the secrets, built when
 	// minLen >= horspoolMin: shift[c] is how far the window may move when
 	// its last byte is c; check[c] says whether c ends some prefix. find
-	// uses it for more than anchoredMax secrets, and for the rest of a
-	// buffer where the anchors' bytes turn out to be common.
+	// uses it for more than anchoredMax bare secrets shorter than
+	// sampleMin, and for the rest of a buffer where the sampled pairs turn
+	// out to be common.
 	horspool bool
 	shift    [256]uint16
 	check    [256]bool
@@ -114,7 +115,7 @@ const anchoredMax = 4
 // that stops.
 const horspoolMin = 4
 
-// denseShift sets when an anchored scan gives way to Horspool: once its
+// denseShift sets when an anchored scan gives way to sampling: once its
 // anchor byte has stopped it at more than 4 + scanned>>denseShift places
 // that were not the secret. A stop costs about as much as Horspool spends
 // on a hundred bytes, so more than one stop per 128 bytes is a loss.
