@@ -51,14 +51,59 @@ type Scrubber struct {
 	// scan that stops only where that byte occurs, not at every byte.
 	anchors []int
 
+	// A secret that holds another one is not scanned for on its own: it
+	// can occur only around an occurrence of the one it holds, so find
+	// scans for the bare secrets (those that hold no other) and checks
+	// the rest there. "Bearer ${env:TOKEN}" makes the common case: the
+	// whole value holds the token, and a body is scanned once, not twice.
+	bare []int // indices of the bare secrets
+	// outers[j], for a bare secrets[j], lists the secrets that hold it, and
+	// where: secrets[k] at i holds secrets[j] at i+offset.
+	outers [][]outer
+
 	// Horspool over the minLen-byte prefixes of the secrets, built when
 	// minLen >= horspoolMin: shift[c] is how far the window may move when
 	// its last byte is c; check[c] says whether c ends some prefix. find
-	// uses it for more than anchoredMax secrets, and for the rest of a
-	// buffer where the anchors' bytes turn out to be common.
+	// uses it for more than anchoredMax bare secrets shorter than
+	// sampleMin, and for the rest of a buffer where the sampled pairs turn
+	// out to be common.
 	horspool bool
 	shift    [256]uint16
 	check    [256]bool
+
+	// Sampling, when every secret is at least sampleMin bytes, and for
+	// shorter ones (horspoolMin or more) where the anchored scan finds
+	// its anchor bytes common (text, where a sample is cheaper than a
+	// stop): find reads only every stride-th pair of bytes (stride = shortest secret − 1)
+	// and looks it up in pairs, the set of every two adjacent bytes of
+	// every secret. An occurrence spans more than stride pairs, so one
+	// sample falls in it, on a pair of its own. The samples do not
+	// depend on each other's bytes, as Horspool's shifts and
+	// bytes.IndexByte's restarts do: the processor runs them side by side,
+	// and a random pair is in the set about once in 65536/(pairs in
+	// secrets) samples. See findSampled.
+	stride int
+	pairs  *[1 << 16 / 64]uint64 // bit x: the pair x (first byte low) occurs in a secret
+	// sampleFirst: find samples from the start of every buffer, not only
+	// once an anchored scan has given way.
+	sampleFirst bool
+}
+
+// sampleMin is the shortest secret for which find samples pairs from the
+// start: below it, a sample every few bytes costs more than a vector scan
+// for a byte that is rare, as in binary bodies.
+const sampleMin = 17
+
+// sampleDenseShift sets when sampling gives way to Horspool: once more
+// than 4 + scanned>>sampleDenseShift samples were in the set without an
+// occurrence. Such a sample costs a check of stride positions, a few
+// Horspool steps each; more than one per 256 bytes is a loss.
+const sampleDenseShift = 8
+
+// outer is a secret that holds a bare one: see Scrubber.outers.
+type outer struct {
+	secret []byte
+	offset int // where it holds the bare secret
 }
 
 // anchoredMax is the most secrets find looks for one by one, a vector scan
@@ -70,7 +115,7 @@ const anchoredMax = 4
 // that stops.
 const horspoolMin = 4
 
-// denseShift sets when an anchored scan gives way to Horspool: once its
+// denseShift sets when an anchored scan gives way to sampling: once its
 // anchor byte has stopped it at more than 4 + scanned>>denseShift places
 // that were not the secret. A stop costs about as much as Horspool spends
 // on a hundred bytes, so more than one stop per 128 bytes is a loss.
@@ -122,6 +167,27 @@ func newScrubber(secrets []string) *Scrubber {
 		s.starts[v[0]] = true
 		s.anchors = append(s.anchors, rarestByte(v))
 	}
+	s.outers = make([][]outer, len(strs))
+	for k, v := range strs {
+		// The shortest secret v holds is bare: whatever it held, v would
+		// hold too, and that would be shorter still. Distinct secrets of
+		// v's length cannot be in v, so only shorter ones are looked at.
+		held := -1
+		for j := len(strs) - 1; j > k && len(strs[j]) < len(v); j-- {
+			if off := strings.Index(v, strs[j]); off >= 0 {
+				held = j
+				s.outers[j] = append(s.outers[j], outer{secret: s.secrets[k], offset: off})
+				break
+			}
+		}
+		if held < 0 {
+			s.bare = append(s.bare, k)
+		}
+	}
+	if s.minLen >= horspoolMin {
+		s.sample()
+		s.sampleFirst = s.minLen >= sampleMin
+	}
 	if m := s.minLen; m >= horspoolMin && m <= 1<<15 {
 		s.horspool = true
 		for c := range s.shift {
@@ -135,6 +201,23 @@ func newScrubber(secrets []string) *Scrubber {
 		}
 	}
 	return s
+}
+
+// sample builds the pair set findSampled looks samples up in; newScrubber
+// calls it for secrets of horspoolMin bytes or more, tests on shorter ones
+// too (it needs two bytes: a pair).
+func (s *Scrubber) sample() {
+	if s.minLen < 2 {
+		return
+	}
+	s.stride = s.minLen - 1
+	s.pairs = new([1 << 16 / 64]uint64)
+	for _, v := range s.secrets {
+		for j := 0; j+1 < len(v); j++ {
+			x := uint16(v[j]) | uint16(v[j+1])<<8
+			s.pairs[x>>6] |= 1 << (x & 63)
+		}
+	}
 }
 
 // maskFor is the same-length replacement of an n-byte secret in a body.
@@ -158,18 +241,21 @@ func (s *Scrubber) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(s.String(
 
 // finder is find's memory within one buffer: reset it for each new one.
 type finder struct {
-	// next caches, per secret when there are several, the position of
-	// its next occurrence (-2 unknown, -1 none).
+	// next caches, per bare secret when there are several, the position
+	// of its next occurrence (-2 unknown, -1 none).
 	next []int
-	// dense: an anchor byte is common in this buffer; Horspool for the
-	// rest of it.
+	// sampling: an anchor byte is common in this buffer; sampled pairs
+	// for the rest of it.
+	sampling bool
+	// dense: anchor bytes or sampled pairs are common in this buffer;
+	// Horspool for the rest of it.
 	dense bool
 }
 
-func newFinder(secrets int) finder {
+func (s *Scrubber) newFinder() finder {
 	var f finder
-	if secrets > 1 {
-		f.next = make([]int, secrets)
+	if len(s.bare) > 1 {
+		f.next = make([]int, len(s.secrets))
 	}
 	f.reset()
 	return f
@@ -179,43 +265,62 @@ func (f *finder) reset() {
 	for i := range f.next {
 		f.next[i] = -2
 	}
-	f.dense = false
+	f.sampling, f.dense = false, false
 }
 
 // find returns the leftmost occurrence at or after from of any secret in b
 // (the longest one when several start there) and its length; -1 if none.
 // Every strategy finds the same occurrence; they differ only in speed.
 func (s *Scrubber) find(b []byte, from int, f *finder) (int, int) {
-	if s.horspool && (f.dense || len(s.secrets) > anchoredMax) {
+	if s.horspool && f.dense {
 		return s.findHorspool(b, from)
 	}
-	if len(s.secrets) == 1 {
-		i, dense := indexAnchored(b, from, s.secrets[0], s.anchors[0], s.horspool)
-		if dense {
-			f.dense = true
-			return s.findHorspool(b, from)
-		}
-		if i < 0 {
-			return -1, 0
-		}
-		return i, len(s.secrets[0])
+	if s.pairs != nil && (f.sampling || s.sampleFirst) {
+		return s.findSampled(b, from, f)
+	}
+	if s.horspool && len(s.bare) > anchoredMax {
+		return s.findHorspool(b, from)
 	}
 	best, bestLen := -1, 0
-	for j, sec := range s.secrets {
-		n := f.next[j]
+	for _, j := range s.bare {
+		sec := s.secrets[j]
+		n := -2
+		if f.next != nil {
+			n = f.next[j]
+		}
 		if n == -2 || (n >= 0 && n < from) {
 			var dense bool
-			n, dense = indexAnchored(b, from, sec, s.anchors[j], s.horspool)
+			n, dense = indexAnchored(b, from, sec, s.anchors[j], s.pairs != nil)
 			if dense {
-				f.dense = true
-				return s.findHorspool(b, from)
+				f.sampling = true
+				return s.findSampled(b, from, f)
 			}
-			f.next[j] = n
+			if f.next != nil {
+				f.next[j] = n
+			}
 		}
-		// Secrets are sorted longest first, so "<" keeps the longest of
-		// those starting at the same byte.
-		if n >= 0 && (best < 0 || n < best) {
+		if n < 0 {
+			// Nothing that holds sec can occur either.
+			continue
+		}
+		// Bare secrets are sorted longest first, and none is a prefix of
+		// another, so "<" is enough here.
+		if best < 0 || n < best {
 			best, bestLen = n, len(sec)
+		}
+		// A secret that holds sec at offset o and starts at or after from
+		// holds an occurrence of sec at or after from, so at n or later:
+		// it starts at n-o or later. One that starts after n is not the
+		// leftmost. So only starts from n-o to n are left to check.
+		for _, o := range s.outers[j] {
+			for i := max(from, n-o.offset); i <= n && i <= best && i+len(o.secret) <= len(b); i++ {
+				if b[i] == o.secret[0] && bytes.Equal(b[i:i+len(o.secret)], o.secret) {
+					if i < best || len(o.secret) > bestLen {
+						best, bestLen = i, len(o.secret)
+					}
+					break
+				}
+			}
 		}
 	}
 	return best, bestLen
@@ -247,6 +352,47 @@ func indexAnchored(b []byte, from int, sec []byte, anchor int, giveUp bool) (i i
 	return -1, false
 }
 
+// findSampled is find by sampling pairs of bytes (see Scrubber.pairs),
+// at from, from+stride, from+2·stride, …
+//
+// Every occurrence at i >= from is at least stride+1 bytes long, so the
+// first sample at or after i, at most stride−1 bytes on, is a pair inside
+// it: in the set. Its start is therefore among the stride positions up to
+// that sample, which is where a sample in the set is checked; an
+// occurrence further left would have been found at an earlier sample.
+// The first sample with an occurrence gives the leftmost one.
+//
+// If samples in the set turn out common in this buffer (the secrets' pairs
+// are frequent in it), each costs a check of stride positions: it gives
+// way to Horspool, as the anchored scan does.
+func (s *Scrubber) findSampled(b []byte, from int, f *finder) (int, int) {
+	stride := s.stride
+	hits := 0
+	for p := from; p < len(b)-1; p += stride {
+		x := uint16(b[p]) | uint16(b[p+1])<<8
+		if s.pairs[x>>6]&(1<<(x&63)) == 0 {
+			continue
+		}
+		for i := max(from, p-stride+1); i <= p; i++ {
+			if !s.starts[b[i]] {
+				continue
+			}
+			for _, sec := range s.secrets { // longest first
+				if len(sec) <= len(b)-i && b[i] == sec[0] && bytes.Equal(b[i:i+len(sec)], sec) {
+					return i, len(sec)
+				}
+			}
+		}
+		if hits++; s.horspool && hits > 4+(p-from)>>sampleDenseShift {
+			// No occurrence starts at or before p: each would have had a
+			// sample there.
+			f.dense = true
+			return s.findHorspool(b, p+1)
+		}
+	}
+	return -1, 0
+}
+
 // findHorspool is find by a Horspool scan over the secrets' minLen-byte
 // prefixes: one pass for all secrets, skipping up to minLen bytes at a time.
 // A secret occurring at i has its prefix at i, and Horspool visits every
@@ -269,7 +415,7 @@ func (s *Scrubber) findHorspool(b []byte, from int) (int, int) {
 
 // replaceAll returns b with every secret replaced, and whether anything was.
 func (s *Scrubber) replaceAll(b []byte) ([]byte, bool) {
-	f := newFinder(len(s.secrets))
+	f := s.newFinder()
 	var out []byte
 	pos := 0
 	for {
@@ -376,7 +522,7 @@ func (s *Scrubber) Reader(rc io.ReadCloser) io.ReadCloser {
 	if s == nil {
 		return rc
 	}
-	return &scrubReader{s: s, rc: rc, find: newFinder(len(s.secrets))}
+	return &scrubReader{s: s, rc: rc, find: s.newFinder()}
 }
 
 // scrubBufSize is the size of the internal work buffer, used when the

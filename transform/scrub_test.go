@@ -22,6 +22,20 @@ func scrubberFor(t testing.TB, secrets ...string) *Scrubber {
 	return s
 }
 
+// sampledFor is scrubberFor with find sampling pairs (findSampled) from
+// the start even for secrets shorter than sampleMin, which newScrubber
+// would not.
+func sampledFor(t testing.TB, secrets ...string) *Scrubber {
+	t.Helper()
+	s := scrubberFor(t, secrets...)
+	s.sample()
+	s.sampleFirst = true
+	if s.pairs == nil {
+		t.Fatalf("%d secrets too short to sample", len(secrets))
+	}
+	return s
+}
+
 func TestScrubberFromRules(t *testing.T) {
 	r := mustCompile(t, []HeaderSpec{{Name: "Authorization", Value: "Bearer ${env:TOKEN}"}})
 	s := r.Scrubber()
@@ -339,15 +353,28 @@ func FuzzScrubReader(f *testing.F) {
 	f.Add([]byte("abcabcab"), uint8(2), uint8(2))
 	f.Add([]byte("data: se\n\ndata: secret\n\n"), uint8(4), uint8(0))
 	f.Add([]byte("sesesesecretabcabcab"), uint8(0), uint8(200))
+	f.Add([]byte("Bearer secret secret Bearer Bearer secretsesecret ababab x:sec:y bcabcab"), uint8(5), uint8(9))
+	f.Add([]byte("sesesesesesesesesecret Bearer sesesesesesesesecretBearer sesesesesesesesecre"), uint8(7), uint8(30))
 	f.Fuzz(func(t *testing.T, in []byte, srcChunk, dstChunk uint8) {
 		// No secret contains '[' or '*', nor a tail of "[redacted]"
 		// followed by more: masks cannot make new occurrences.
 		for _, s := range []*Scrubber{
-			scrubberFor(t, "secret", "cret", "sesec", "abcab", "bcabc"), // Horspool
-			scrubberFor(t, "secret", "cret", "sesec", "abcab"),          // anchored, several
-			scrubberFor(t, "secret", "ab"),                              // anchored, several
-			scrubberFor(t, "sesec"),                                     // anchored, one
-			scrubberFor(t, "se"),                                        // anchored, one
+			scrubberFor(t, "secret", "cret", "sesec", "abcab", "bcabc", "ecab"), // Horspool
+			scrubberFor(t, "secret", "cret", "sesec", "abcab"),                  // anchored, several
+			scrubberFor(t, "secret", "ab"),                                      // anchored, several
+			scrubberFor(t, "sesec"),                                             // anchored, one
+			scrubberFor(t, "se"),                                                // anchored, one
+			// Secrets that hold others: found around those.
+			scrubberFor(t, "Bearer secret", "secret"),        // a bearer transform
+			scrubberFor(t, "sesecret", "secret", "sec"),      // two hold one, at 2 and 0
+			scrubberFor(t, "abab", "aba", "ba"),              // overlapping, periodic
+			scrubberFor(t, "x:sec:y", "sec", "cab", "bcabc"), // several bare
+			// Sampled pairs (findSampled), at strides of 1 to 19.
+			sampledFor(t, "secret", "cret", "sesec", "abcab", "bcabc", "ecab"),
+			sampledFor(t, "Bearer secret", "secret"),
+			sampledFor(t, "sesecret", "secret", "sec"),
+			sampledFor(t, "abab", "aba", "ba"),
+			scrubberFor(t, "sesesesesesesesecret", "Bearer sesesesesesesesecret"),
 		} {
 			fuzzScrub(t, s, in, srcChunk, dstChunk)
 		}
@@ -476,11 +503,15 @@ func benchCopy(b *testing.B, body []byte, wrap func(io.ReadCloser) io.ReadCloser
 func BenchmarkScrubReader(b *testing.B) {
 	one := newScrubber([]string{"sk-live-0123456789abcdef"})
 	three := newScrubber([]string{"sk-live-0123456789abcdef", "Bearer sk-live-0123456789abcdef", "u-7f3a9c"})
+	// What `Authorization: "Bearer ${env:TOKEN}"` makes: the token and the
+	// whole value, as bench/ has it (a 48-digit hex token).
+	bearer := newScrubber([]string{"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822c", "Bearer 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822c"})
 	b.Run("plain", func(b *testing.B) { benchCopy(b, benchBody, func(r io.ReadCloser) io.ReadCloser { return r }) })
 	b.Run("scrub-1-secret", func(b *testing.B) { benchCopy(b, benchBody, one.Reader) })
 	b.Run("scrub-3-secrets", func(b *testing.B) { benchCopy(b, benchBody, three.Reader) })
 	b.Run("binary-scrub-1-secret", func(b *testing.B) { benchCopy(b, binaryBody, one.Reader) })
 	b.Run("binary-scrub-3-secrets", func(b *testing.B) { benchCopy(b, binaryBody, three.Reader) })
+	b.Run("binary-scrub-bearer", func(b *testing.B) { benchCopy(b, binaryBody, bearer.Reader) })
 }
 
 // TestScrubReaderAllocs: a body that ends in nothing that may start a
@@ -506,15 +537,85 @@ func TestScrubReaderAllocs(t *testing.T) {
 	}
 }
 
+// TestScrubFindEveryPlace: a secret is found at every place in a buffer,
+// from every starting point before it, by every strategy: in particular
+// where it ends the buffer and where a sample falls on its last pair.
+func TestScrubFindEveryPlace(t *testing.T) {
+	for _, s := range []*Scrubber{
+		scrubberFor(t, "secret"),
+		scrubberFor(t, "secret", "Bearer secret"),
+		scrubberFor(t, "secret", "cret", "sesec", "abcab", "bcabc", "ecab"),
+		sampledFor(t, "secret"),
+		sampledFor(t, "secret", "Bearer secret"),
+		sampledFor(t, "se"),
+		scrubberFor(t, "sesesesesesesesecret", "Bearer sesesesesesesesecret"),
+	} {
+		for _, sec := range s.strs {
+			for size := len(sec); size < len(sec)+50; size++ {
+				for at := 0; at+len(sec) <= size; at++ {
+					b := bytes.Repeat([]byte{'x'}, size)
+					copy(b[at:], sec)
+					for from := 0; from <= at; from++ {
+						f := s.newFinder()
+						i, l := s.find(b, from, &f)
+						if wi, wl := naiveFind(s, b, from); i != wi || l != wl {
+							t.Fatalf("%d secrets, %q from %d: found (%d, %d), want (%d, %d)", len(s.strs), b, from, i, l, wi, wl)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// naiveFind is find's reference: the first place at or after from where a
+// secret starts, and the longest one there.
+func naiveFind(s *Scrubber, b []byte, from int) (int, int) {
+	for i := from; i < len(b); i++ {
+		for _, sec := range s.secrets { // longest first
+			if bytes.HasPrefix(b[i:], sec) {
+				return i, len(sec)
+			}
+		}
+	}
+	return -1, 0
+}
+
+// TestScrubDenseSamples: where the secrets' pairs are common, sampling
+// gives way to Horspool in the middle of a buffer, and what is found is
+// the same.
+func TestScrubDenseSamples(t *testing.T) {
+	for _, s := range []*Scrubber{
+		sampledFor(t, "secret"),
+		sampledFor(t, "secret", "Bearer secret", "sesec"),
+		scrubberFor(t, "secretsecretsecretsecret"),
+	} {
+		in := []byte(strings.Repeat("se", 700) + "secretsecretsecretsecret" + strings.Repeat("secre", 100) + "sesecret" + strings.Repeat("c", 50))
+		want := len(in)
+		for _, sec := range s.strs {
+			if i := strings.Index(string(in), sec); i >= 0 {
+				want = min(want, i)
+			}
+		}
+		f := s.newFinder()
+		if i, _ := s.find(in, 0, &f); i != want || !f.dense {
+			t.Errorf("%d secrets: found at %d (want %d), dense=%v (want true)", len(s.strs), i, want, f.dense)
+		}
+		for _, chunks := range [][2]uint8{{255, 255}, {63, 200}, {6, 3}} {
+			fuzzScrub(t, s, in, chunks[0], chunks[1])
+		}
+	}
+}
+
 // TestScrubDenseAnchors: where a secret's anchor byte is common, find gives
-// way to Horspool in the middle of a buffer, and what is found is the same.
+// way to sampling in the middle of a buffer, and what is found is the same.
 func TestScrubDenseAnchors(t *testing.T) {
 	for _, secrets := range [][]string{{"secret"}, {"secret", "cret", "sesec", "abcab"}} {
 		s := scrubberFor(t, secrets...)
 		in := []byte(strings.Repeat("c", 300) + "secret" + strings.Repeat("xcre", 100) + "sesecret abcab" + strings.Repeat("c", 50))
-		f := newFinder(len(s.secrets))
-		if i, _ := s.find(in, 0, &f); i != 300 || !f.dense {
-			t.Errorf("%q: found at %d (want 300), dense=%v (want true)", secrets, i, f.dense)
+		f := s.newFinder()
+		if i, _ := s.find(in, 0, &f); i != 300 || !f.sampling {
+			t.Errorf("%q: found at %d (want 300), sampling=%v (want true)", secrets, i, f.sampling)
 		}
 		for _, chunks := range [][2]uint8{{255, 255}, {63, 200}, {6, 3}} {
 			fuzzScrub(t, s, in, chunks[0], chunks[1])
