@@ -35,19 +35,8 @@ const idleTunnels = 1000
 // goroutine itself, so that every goroutine and every stack counted is the
 // gateway's.
 func BenchmarkIdleTunnelMemory(b *testing.B) {
-	hello := recordedClientHello(b, "example.com")
-	up, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer up.Close()
-	gw := startGateway(b, gatewayConfig{
-		allow:  []string{"example.com"},
-		exempt: []string{up.Addr().String()},
-		names:  map[string][]string{"example.com": {"127.0.0.1"}},
-	})
-	_, port, _ := net.SplitHostPort(up.Addr().String())
-	through := func(ex *idleExchange) error { return ex.openThrough(gw.addr, "example.com:"+port) }
+	gw, up, hello, target := tunnelGateway(b, gatewayConfig{})
+	through := func(ex *idleExchange) error { return ex.openThrough(gw.addr, target) }
 	direct := func(ex *idleExchange) error { return ex.openDirect(up.Addr().String()) }
 
 	// Warm both paths (pools, the starting stack size, lazily built state)
@@ -282,9 +271,9 @@ func (r *helloRecorder) Close() error                { return nil }
 // tunnel, which then stays quiet for a little longer than the park
 // threshold. In "parks", both directions park in every pause and are woken
 // by the next byte; in "never" parking is off and they wait on their
-// goroutines. The difference of the two cpu-µs/op (the whole process's
-// threads' CPU time, the benchmark's own work included in both) is what two parks
-// and their wakes cost.
+// goroutines. The difference of the two cpu-µs/op (the CPU time of all
+// the process's threads, the benchmark's own work included in both) is
+// what two parks and their wakes cost.
 func BenchmarkParkWake(b *testing.B) {
 	const threshold = 2 * time.Millisecond
 	for _, bc := range []struct {
@@ -292,22 +281,10 @@ func BenchmarkParkWake(b *testing.B) {
 		parkAfter time.Duration
 	}{{"parks", threshold}, {"never", -1}} {
 		b.Run(bc.name, func(b *testing.B) {
-			hello := recordedClientHello(b, "example.com")
-			up, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer up.Close()
-			gw := startGateway(b, gatewayConfig{
-				allow:     []string{"example.com"},
-				exempt:    []string{up.Addr().String()},
-				names:     map[string][]string{"example.com": {"127.0.0.1"}},
-				parkAfter: bc.parkAfter,
-			})
-			_, port, _ := net.SplitHostPort(up.Addr().String())
+			gw, up, hello, target := tunnelGateway(b, gatewayConfig{parkAfter: bc.parkAfter})
 			ex := &idleExchange{up: up, hello: hello}
 			defer ex.close()
-			if err := ex.openThrough(gw.addr, "example.com:"+port); err != nil {
+			if err := ex.openThrough(gw.addr, target); err != nil {
 				b.Fatal(err)
 			}
 			if err := ex.exchange(); err != nil {

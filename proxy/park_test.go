@@ -46,19 +46,24 @@ func waitParked(tb testing.TB, s *Server, n int) {
 // and an upstream listener it may reach as example.com.
 func parkGateway(t *testing.T, timeouts Timeouts) (*gateway, net.Listener, []byte, string) {
 	t.Helper()
-	hello := recordedClientHello(t, "example.com")
+	return tunnelGateway(t, gatewayConfig{timeouts: timeouts, parkAfter: testParkAfter})
+}
+
+// tunnelGateway starts a gateway with gc that allows example.com, and an
+// upstream listener it reaches under that name; it returns them with a
+// ClientHello for example.com and the CONNECT target ("example.com:port").
+func tunnelGateway(tb testing.TB, gc gatewayConfig) (*gateway, net.Listener, []byte, string) {
+	tb.Helper()
+	hello := recordedClientHello(tb, "example.com")
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { up.Close() })
-	gw := startGateway(t, gatewayConfig{
-		allow:     []string{"example.com"},
-		exempt:    []string{up.Addr().String()},
-		names:     map[string][]string{"example.com": {"127.0.0.1"}},
-		timeouts:  timeouts,
-		parkAfter: testParkAfter,
-	})
+	tb.Cleanup(func() { up.Close() })
+	gc.allow = []string{"example.com"}
+	gc.exempt = []string{up.Addr().String()}
+	gc.names = map[string][]string{"example.com": {"127.0.0.1"}}
+	gw := startGateway(tb, gc)
 	_, port, _ := net.SplitHostPort(up.Addr().String())
 	return gw, up, hello, "example.com:" + port
 }

@@ -13,23 +13,12 @@ import (
 // gateway together: a relay that stopped reading after a short read
 // would miss that FIN, and the client's read would run into its deadline.
 func TestTunnelHalfClose(t *testing.T) {
-	hello := recordedClientHello(t, "example.com")
-	up, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
-	gw := startGateway(t, gatewayConfig{
-		allow:  []string{"example.com"},
-		exempt: []string{up.Addr().String()},
-		names:  map[string][]string{"example.com": {"127.0.0.1"}},
-	})
-	_, port, _ := net.SplitHostPort(up.Addr().String())
+	gw, up, hello, target := tunnelGateway(t, gatewayConfig{})
 	const rounds = 20
 	for i := range rounds {
 		ex := &idleExchange{up: up, hello: hello}
 		t.Cleanup(ex.close) // before the gateway's Shutdown, which waits for its tunnels
-		if err := ex.openThrough(gw.addr, "example.com:"+port); err != nil {
+		if err := ex.openThrough(gw.addr, target); err != nil {
 			t.Fatal(err)
 		}
 		halfCloseRound(t, ex)
