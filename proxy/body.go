@@ -137,7 +137,8 @@ const (
 	maxLargeCopyBuffers = 16
 )
 
-// copyBuffers lends the buffers of WriteTo. Both kinds are pooled
+// copyBuffers lends copy buffers: the small ones to tunnels (see relay)
+// and to ReverseProxy, both kinds to WriteTo. Both kinds are pooled
 // (sync.Pool), so that buffers idle through two garbage collections are
 // given back to the system instead of being kept like a fixed free list
 // would; the large ones are also counted, so that many concurrent

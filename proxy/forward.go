@@ -53,7 +53,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	d := newDecision(&s.sink, clientAddr(r), modeHTTP)
 	d.method = r.Method
 	d.transparent, _ = r.Context().Value(transparentKey{}).(bool)
-	ex := &exchange{d: d, bufs: &s.bodyBufs}
+	ex := &exchange{d: d, bufs: &s.bufs}
 	ctx.UserData = ex
 	ctx.RoundTripper = forwardTripper{}
 

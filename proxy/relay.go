@@ -10,9 +10,6 @@ import (
 	"time"
 )
 
-// relayBufSize is the copy buffer of a tunnel direction while bytes move.
-const relayBufSize = 32 << 10
-
 // relay copies both ways between a session's client and its upstream
 // until both directions are done, half-closing each side as the other
 // finishes, and counts the bytes; then it closes the upstream and ends the
@@ -27,8 +24,8 @@ const relayBufSize = 32 << 10
 // tunnel record, so that its stack stays at the runtime's starting size.
 //
 // An idle tunnel holds no copy buffer either: each direction borrows one
-// from a pool only while its socket has bytes to read, and gives it back
-// before it waits (see pooledReader).
+// (the small buffer of Server.bufs) only while its socket has bytes to
+// read, and gives it back before it waits (see pooledReader).
 func (s *Server) relay(ss *session, upstream net.Conn, idle time.Duration) {
 	t := &tunnel{s: s, ss: ss, upstream: upstream, idle: idle}
 	// Writes go through the tenant's volume cap, if it has one.
@@ -192,24 +189,24 @@ func (dr *direction) copy() (total int64, parked bool, err error) {
 			dr.rearm = false
 		}
 		var (
-			bp  *[]byte
+			bp  *[smallCopyBuffer]byte
 			n   int
 			err error
 		)
 		if pr != nil {
 			bp, n, err = pr.readOnce()
 		} else {
-			bp = s.getBuf()
-			n, err = dr.src.Read(*bp)
+			bp = s.bufs.small()
+			n, err = dr.src.Read(bp[:])
 		}
 		var werr error
 		if n > 0 {
 			var w int
-			w, werr = dr.dst.Write((*bp)[:n])
+			w, werr = dr.dst.Write(bp[:n])
 			dr.total += int64(w)
 		}
 		if bp != nil {
-			s.bufs.Put(bp)
+			s.bufs.putSmall(bp)
 		}
 		if werr != nil {
 			return dr.total, false, nil
@@ -236,20 +233,17 @@ func (dr *direction) copy() (total int64, parked bool, err error) {
 	}
 }
 
-func (s *Server) getBuf() *[]byte {
-	if bp, ok := s.bufs.Get().(*[]byte); ok {
-		return bp
-	}
-	b := make([]byte, relayBufSize)
-	return &b
-}
-
-// relayBufPool lends the relay buffers to httputil.ReverseProxy, which
-// otherwise allocates 32 KiB for every response it copies.
+// relayBufPool lends the relay's buffers to httputil.ReverseProxy, which
+// otherwise allocates 32 KiB for every response it copies. Put takes back
+// the array under the slice: nothing is allocated to hold it.
 type relayBufPool Server
 
-func (p *relayBufPool) Get() []byte  { return *(*Server)(p).getBuf() }
-func (p *relayBufPool) Put(b []byte) { (*Server)(p).bufs.Put(&b) }
+func (p *relayBufPool) Get() []byte { return (*Server)(p).bufs.small()[:] }
+func (p *relayBufPool) Put(b []byte) {
+	if cap(b) >= smallCopyBuffer {
+		(*Server)(p).bufs.putSmall((*[smallCopyBuffer]byte)(b[:smallCopyBuffer]))
+	}
+}
 
 // errEOF marks a clean end of stream from readOnce.
 var errEOF = errors.New("EOF")
@@ -270,23 +264,23 @@ type pooledReader struct {
 	s   *Server
 	rc  syscall.RawConn
 	fn  func(fd uintptr) bool
-	bp  *[]byte
+	bp  *[smallCopyBuffer]byte
 	n   int
 	err error
 }
 
 func (r *pooledReader) read(fd uintptr) bool {
 	if r.bp == nil {
-		r.bp = r.s.getBuf()
+		r.bp = r.s.bufs.small()
 	}
 	for {
-		r.n, r.err = syscall.Read(int(fd), *r.bp)
+		r.n, r.err = syscall.Read(int(fd), r.bp[:])
 		if r.err != syscall.EINTR {
 			break
 		}
 	}
 	if r.err == syscall.EAGAIN {
-		r.s.bufs.Put(r.bp)
+		r.s.bufs.putSmall(r.bp)
 		r.bp = nil
 		return false
 	}
@@ -295,7 +289,7 @@ func (r *pooledReader) read(fd uintptr) bool {
 
 // readOnce reads once and hands over the buffer holding the bytes (nil
 // when there was nothing to read).
-func (r *pooledReader) readOnce() (*[]byte, int, error) {
+func (r *pooledReader) readOnce() (*[smallCopyBuffer]byte, int, error) {
 	err := r.rc.Read(r.fn)
 	bp := r.bp
 	r.bp = nil

@@ -151,9 +151,9 @@ type Server struct {
 	// tenantUse counts what each tenant uses, for tenants[].limits.
 	tenantUse tenantLimiter
 
-	bufs sync.Pool // *[]byte of relayBufSize, lent to tunnels while bytes move
-	// bodyBufs lends the buffers forwarded response bodies are copied with.
-	bodyBufs copyBuffers
+	// bufs lends copy buffers: to tunnels while bytes move, to the bodies
+	// of forwarded responses, and to ReverseProxy in intercepted tunnels.
+	bufs copyBuffers
 
 	// parkAfter is how long a tunnel direction waits for bytes before it
 	// parks (0: never); defaultParkAfter, shorter in tests.
