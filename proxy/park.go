@@ -14,8 +14,8 @@ import (
 
 // defaultParkAfter is how long a tunnel direction waits for bytes on a
 // goroutine of its own before it parks (see parker). A park and the wake
-// after it cost about 20 µs of CPU (BenchmarkParkWake: a timer, two
-// epoll_ctl calls, a fresh goroutine), which a direction quiet for 100 ms
+// after it cost about 20 µs of CPU (BenchmarkParkWake: two epoll_ctl
+// calls, a heap entry, a fresh goroutine), which a direction quiet for 100 ms
 // pays at most ten times a second; in exchange an idle direction gives
 // back its goroutine's stack soon after a burst of new tunnels, when the
 // stacks add up. A direction that moves bytes more often never parks.
@@ -29,13 +29,13 @@ const defaultParkAfter = 100 * time.Millisecond
 // descriptor in the runtime's poller, like a socket: when one of its
 // sockets turns readable (bytes, a FIN, a reset), the runtime wakes the
 // parker's goroutine, which collects the ready sockets without blocking
-// and resumes each direction on a fresh goroutine. One runtime timer per
-// parker ends the directions whose idle deadline came: the parked
-// directions are kept in a heap by deadline, and the timer is set for the
-// earliest (a timer of its own for each park would be most of a parked
-// direction's heap). No thread is held in a
+// and resumes each direction on a fresh goroutine. No thread is held in a
 // blocking epoll_wait: a wake costs what a socket's readiness costs any
-// goroutine, not a hand-off between threads.
+// goroutine, not a hand-off between threads. One runtime timer per parker
+// ends the directions whose idle deadline came: the parked directions are
+// kept in a heap by deadline, and the timer is set for the earliest (a
+// timer of its own for each park would be most of a parked direction's
+// heap).
 //
 // Registrations are level-triggered and one-shot: bytes or a FIN that
 // arrived between the direction's last read (which found nothing) and
@@ -139,9 +139,8 @@ func (p *parker) wait() {
 }
 
 // close ends wait; directions park no more. The Server closes its parker
-// only when no tunnel is left, so nothing is parked on it.
-// The Server calls it once; wait may have ended before, on an error, and
-// the descriptor is closed all the same.
+// once, when no tunnel is left, so nothing is parked on it. wait may have
+// ended before, on an error: the descriptor is closed all the same.
 func (p *parker) close() {
 	p.mu.Lock()
 	p.closed = true
