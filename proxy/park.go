@@ -217,16 +217,17 @@ func (p *parker) take(k uint64) (*direction, bool) {
 	if !ok {
 		return nil, false
 	}
-	p.unpark(k, dr)
+	p.forget(dr)
 	// The timer stays as it is: if dr was the earliest, it fires early
 	// once, and expire sets it for the next.
 	heap.Remove(&p.deadlines, dr.heapIndex)
 	return dr, true
 }
 
-// unpark ends the park of k and dr, with mu held.
-func (p *parker) unpark(k uint64, dr *direction) {
-	delete(p.parked, k)
+// forget ends dr's park, with mu held (under which dr.parked is stored
+// and cleared).
+func (p *parker) forget(dr *direction) {
+	delete(p.parked, dr.parked.Load())
 	dr.parked.Store(0)
 }
 
@@ -248,7 +249,7 @@ func (p *parker) expire() {
 	p.timerAt = time.Time{}
 	for len(p.deadlines) > 0 && !p.deadlines[0].deadline.After(now) {
 		dr := heap.Pop(&p.deadlines).(*direction)
-		p.unpark(dr.parked.Load(), dr)
+		p.forget(dr)
 		due = append(due, dr)
 	}
 	if len(p.deadlines) > 0 && !p.closed {
